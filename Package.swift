@@ -1,0 +1,38 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "Folio",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "folio", targets: ["folio"]),
+        .library(name: "FolioCore", targets: ["FolioCore"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+    ],
+    targets: [
+        // Linux syscalls that Glibc's module map hides (_GNU_SOURCE ones) as static inline shims.
+        .target(name: "CFolioSys"),
+        .target(name: "FolioCore", dependencies: ["CFolioSys"]),
+        .systemLibrary(name: "CLibSSH2", pkgConfig: "libssh2", providers: [.apt(["libssh2-1-dev"])]),
+        .systemLibrary(name: "CLibCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .target(name: "FolioSFTP", dependencies: ["FolioCore", "CLibSSH2"]),
+        .target(name: "FolioHTTP", dependencies: ["FolioCore", "CLibCurl"]),
+        .target(name: "FolioState", dependencies: ["FolioCore", .product(name: "GRDB", package: "GRDB.swift")]),
+        .executableTarget(
+            name: "folio",
+            dependencies: [
+                "FolioCore", "FolioState", "FolioSFTP", "FolioHTTP",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .target(name: "FolioTestSupport", dependencies: ["FolioCore"], path: "Tests/FolioTestSupport"),
+        .testTarget(name: "FolioCoreTests", dependencies: ["FolioCore", "FolioTestSupport"]),
+        .testTarget(name: "FolioStateTests", dependencies: ["FolioState", "FolioTestSupport"]),
+        .testTarget(name: "FolioCLITests", dependencies: ["FolioCore", "FolioState", "FolioTestSupport"]),
+        .testTarget(name: "FolioSFTPTests", dependencies: ["FolioSFTP", "FolioTestSupport"]),
+        .testTarget(name: "FolioHTTPTests", dependencies: ["FolioHTTP", "FolioTestSupport"]),
+    ]
+)

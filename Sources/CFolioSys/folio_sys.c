@@ -1,0 +1,1 @@
+#include "folio_sys.h"

@@ -1,0 +1,40 @@
+#ifndef FOLIO_SYS_H
+#define FOLIO_SYS_H
+// Linux calls that Swift's Glibc module does not import (glibc declares them only under _GNU_SOURCE, which
+// cannot be defined here without changing struct layouts that other modules share) and variadic ones.
+// Each shim keeps the C return value and errno untouched, so callers report the real code.
+#include <sys/types.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+extern ssize_t copy_file_range(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t len, unsigned int flags);
+extern int syncfs(int fd);
+extern int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
+
+static inline ssize_t folio_copy_file_range(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t len) {
+    return copy_file_range(fd_in, off_in, fd_out, off_out, len, 0);
+}
+
+static inline int folio_syncfs(int fd) { return syncfs(fd); }
+
+/// Opens a folder without following a symlink in the last component.
+static inline int folio_openat_dir_nofollow(int dirfd, const char *name) {
+    return openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/// openat is variadic in C; these fix its arguments.
+static inline int folio_openat(int dirfd, const char *name, int flags) {
+    return openat(dirfd, name, flags | O_CLOEXEC);
+}
+
+static inline int folio_openat_create(int dirfd, const char *name, int flags, mode_t mode) {
+    return openat(dirfd, name, flags | O_CLOEXEC, mode);
+}
+
+/// renameat that fails with EEXIST instead of replacing (RENAME_NOREPLACE).
+static inline int folio_renameat_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath) {
+    return renameat2(olddirfd, oldpath, newdirfd, newpath, 1u);
+}
+
+#endif

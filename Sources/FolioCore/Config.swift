@@ -1,0 +1,68 @@
+import Foundation
+
+/// The parsed folio.toml: defaults and targets, checked as a whole.
+public struct Config: Sendable, Equatable {
+    /// The file it came from, for messages.
+    public var file: String
+    /// `state-dir`; nil means the default (see `StateLocation`).
+    public var stateDirectory: String?
+    public var parallelTargets = 2
+    public var logLevel = "info"
+    public var targets: [TargetConfig]
+
+    public init(file: String, stateDirectory: String? = nil, targets: [TargetConfig]) {
+        self.file = file
+        self.stateDirectory = stateDirectory
+        self.targets = targets
+    }
+
+    /// Where the configuration is read from: `--config`, else `$FOLIO_CONFIG`, else `/etc/folio/folio.toml`.
+    public static func location(explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let explicit { return explicit }
+        if let fromEnvironment = environment["FOLIO_CONFIG"], !fromEnvironment.isEmpty { return fromEnvironment }
+        return "/etc/folio/folio.toml"
+    }
+
+    /// Reads and checks a configuration file.
+    public static func load(path: String) throws(ConfigError) -> Config {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            let exists = FileManager.default.fileExists(atPath: path)
+            throw ConfigError(file: path, line: nil, message: exists
+                ? "cannot read the configuration file; check its permissions"
+                : "no configuration file here; copy config/folio.example.toml there, or pass --config FILE")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw ConfigError(file: path, line: nil, message: "the configuration file is not UTF-8 text")
+        }
+        return try parse(text, file: path)
+    }
+
+    /// Parses configuration text; `file` names it in errors.
+    public static func parse(_ text: String, file: String) throws(ConfigError) -> Config {
+        let tables: [TOMLReader.Table]
+        do {
+            tables = try TOMLReader.parse(text)
+        } catch {
+            throw ConfigError(file: file, line: error.line, message: error.message)
+        }
+        return try ConfigParser(file: file).parse(tables)
+    }
+}
+
+/// A configuration mistake: where it is and what to write instead. Exit code 2.
+public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var file: String
+    public var line: Int?
+    public var message: String
+
+    public init(file: String, line: Int?, message: String) {
+        self.file = file
+        self.line = line
+        self.message = message
+    }
+
+    public var description: String {
+        if let line { return "\(file):\(line): \(message)" }
+        return "\(file): \(message)"
+    }
+}

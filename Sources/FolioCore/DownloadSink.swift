@@ -1,0 +1,62 @@
+import Glibc
+
+/// The partial file a download writes into, with the run's progress counters and cancellation flag.
+///
+/// Owned by one download worker; a source's connection writes through it from that worker's thread only.
+public final class DownloadSink {
+    /// The open partial file, positioned at `offset`, for sources that copy kernel-side (`copy_file_range`).
+    public let fileDescriptor: Int32
+    /// Bytes in the file so far, including the resumed prefix.
+    public private(set) var offset: Int64
+    /// The bytes written by this download (not the resumed prefix).
+    public private(set) var bytesTransferred: Int64 = 0
+    private let progress: TransferProgress
+    private let path: RelativePath
+
+    init(fileDescriptor: Int32, offset: Int64, path: RelativePath, progress: TransferProgress) {
+        self.fileDescriptor = fileDescriptor
+        self.offset = offset
+        self.path = path
+        self.progress = progress
+    }
+
+    /// Appends bytes to the partial file.
+    public func write(_ buffer: UnsafeRawBufferPointer) throws {
+        try checkCancellation()
+        var done = 0
+        while done < buffer.count {
+            let result = Glibc.write(fileDescriptor, buffer.baseAddress! + done, buffer.count - done)
+            if result < 0 {
+                if errno == EINTR { continue }
+                throw SourceError(.localIO, "cannot write the partial file for \(path): \(String(cString: strerror(errno)))",
+                                  path: path, underlying: "errno \(errno)")
+            }
+            done += result
+        }
+        didWrite(byteCount: done)
+    }
+
+    /// Accounts for bytes a source wrote to `fileDescriptor` itself (with `copy_file_range`, say).
+    public func didWrite(byteCount: Int) {
+        offset += Int64(byteCount)
+        bytesTransferred += Int64(byteCount)
+        progress.add(bytes: Int64(byteCount))
+    }
+
+    /// Throws `.cancelled` once the run is being stopped; sources call it between chunks.
+    public func checkCancellation() throws {
+        if progress.isCancelled {
+            throw SourceError(.cancelled, "cancelled while copying \(path)", path: path, isRetryable: true)
+        }
+    }
+
+    /// Whether the run is being stopped, for sources that poll rather than throw.
+    public var isCancelled: Bool { progress.isCancelled }
+}
+
+extension DownloadSink {
+    /// A sink with its own counters, for source tests that call a connection directly.
+    public static func forTesting(fileDescriptor: Int32, offset: Int64, path: RelativePath, progress: TransferProgress = TransferProgress()) -> DownloadSink {
+        DownloadSink(fileDescriptor: fileDescriptor, offset: offset, path: path, progress: progress)
+    }
+}

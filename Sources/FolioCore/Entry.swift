@@ -1,0 +1,38 @@
+/// One thing in a tree: a file, a folder or a symbolic link, as a source lists it or as the destination holds it.
+public struct Entry: Hashable, Sendable {
+    public enum Kind: UInt8, Sendable, CustomStringConvertible {
+        case file = 0, folder = 1, symlink = 2
+
+        public var description: String {
+            switch self {
+            case .file: "file"
+            case .folder: "folder"
+            case .symlink: "symlink"
+            }
+        }
+    }
+
+    public var path: RelativePath
+    public var kind: Kind
+    /// Bytes; 0 for folders.
+    public var size: Int64
+    public var mtime: FileTime
+    public var precision: TimePrecision
+    /// A token that changes whenever the content does (an HTTP ETag); nil when the source has none.
+    public var validator: String?
+    /// `algorithm:hex` when the source offers one (e.g. `sha256:…`); nil otherwise.
+    public var checksum: String?
+
+    public init(
+        path: RelativePath, kind: Kind, size: Int64 = 0, mtime: FileTime, precision: TimePrecision = .nanosecond,
+        validator: String? = nil, checksum: String? = nil
+    ) {
+        self.path = path
+        self.kind = kind
+        self.size = size
+        self.mtime = mtime
+        self.precision = precision
+        self.validator = validator
+        self.checksum = checksum
+    }
+}

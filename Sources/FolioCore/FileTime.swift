@@ -1,0 +1,55 @@
+/// A modification time, in nanoseconds since the Unix epoch.
+public struct FileTime: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public var nanoseconds: Int64
+
+    public init(nanoseconds: Int64) { self.nanoseconds = nanoseconds }
+
+    /// A source that does not say (a WebDAV folder without `getlastmodified`).
+    public static let unknown = FileTime(nanoseconds: .min)
+    public var isKnown: Bool { nanoseconds != .min }
+    public init(seconds: Int64, nanoseconds: Int64 = 0) { self.nanoseconds = seconds * 1_000_000_000 + nanoseconds }
+
+    public var seconds: Int64 { nanoseconds.floorDivided(by: 1_000_000_000) }
+    public var subsecondNanoseconds: Int64 { nanoseconds - seconds * 1_000_000_000 }
+
+    /// This time cut down to a precision (toward the past, as filesystems and servers do).
+    public func truncated(to precision: TimePrecision) -> FileTime {
+        let unit = precision.nanoseconds
+        return FileTime(nanoseconds: nanoseconds.floorDivided(by: unit) * unit)
+    }
+
+    /// Whether two times name the same instant at the coarser of two precisions.
+    public static func equal(_ a: FileTime, _ aPrecision: TimePrecision, _ b: FileTime, _ bPrecision: TimePrecision) -> Bool {
+        guard a.isKnown, b.isKnown else { return false }
+        let coarser = max(aPrecision, bPrecision)
+        return a.truncated(to: coarser) == b.truncated(to: coarser)
+    }
+
+    public static func < (lhs: FileTime, rhs: FileTime) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
+
+    public var description: String { "\(seconds).\(String(subsecondNanoseconds).leftPadded(to: 9))" }
+}
+
+/// How finely a source or a filesystem records modification times.
+public enum TimePrecision: UInt8, Comparable, Sendable, CaseIterable {
+    case nanosecond = 0, microsecond, millisecond, second, twoSeconds
+
+    public var nanoseconds: Int64 {
+        switch self {
+        case .nanosecond: 1
+        case .microsecond: 1_000
+        case .millisecond: 1_000_000
+        case .second: 1_000_000_000
+        case .twoSeconds: 2_000_000_000
+        }
+    }
+
+    public static func < (lhs: TimePrecision, rhs: TimePrecision) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+extension Int64 {
+    func floorDivided(by divisor: Int64) -> Int64 {
+        let quotient = self / divisor
+        return (self % divisor != 0 && (self < 0) != (divisor < 0)) ? quotient - 1 : quotient
+    }
+}

@@ -1,0 +1,21 @@
+/// How a source lists its tree for one target.
+public struct ListingOptions: Sendable {
+    /// What to do with symbolic links found on the source.
+    public enum SymlinkPolicy: String, Sendable, CaseIterable {
+        /// Leave links out (noted in the listing).
+        case skip
+        /// List what a link points to, only when it resolves inside the source root; loops are detected.
+        case follow
+    }
+
+    public var symlinks: SymlinkPolicy
+    public var exclude: ExcludeFilter
+    /// How many folders a source may list at once.
+    public var parallelism: Int
+
+    public init(symlinks: SymlinkPolicy = .skip, exclude: ExcludeFilter = ExcludeFilter(), parallelism: Int = 4) {
+        self.symlinks = symlinks
+        self.exclude = exclude
+        self.parallelism = parallelism
+    }
+}

@@ -1,0 +1,145 @@
+import CFolioSys
+import Foundation
+import Glibc
+
+/// A folder on this machine (or a mounted share) as a source: a plain path or a `file://` URL.
+public struct LocalSource: Source {
+    public let rootPath: String
+    private let symlinks: ListingOptions.SymlinkPolicy
+
+    public init(rootPath: String, symlinks: ListingOptions.SymlinkPolicy = .skip) {
+        self.rootPath = rootPath.count > 1 && rootPath.hasSuffix("/") ? String(rootPath.dropLast()) : rootPath
+        self.symlinks = symlinks
+    }
+
+    public var displayName: String { rootPath }
+
+    public var features: SourceFeatures { SourceFeatures(mtimePrecision: .nanosecond, checksums: false, resumable: true) }
+
+    public func snapshot(options: ListingOptions) async throws -> Snapshot {
+        let root = rootPath
+        let walker = TreeWalker(rootPath: root, symlinks: options.symlinks, exclude: options.exclude,
+                                isDestination: false, skipAtRoot: [], threads: options.parallelism)
+        // Why a dedicated queue: the walk blocks in readdir/fstatat and must not hold a cooperative thread.
+        return try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue(label: "folio.local.snapshot").async {
+                let fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                guard fd >= 0 else {
+                    continuation.resume(throwing: Self.rootError(root, errno: errno))
+                    return
+                }
+                defer { close(fd) }
+                let result = walker.walk(rootFD: fd)
+                var builder = SnapshotBuilder(reservingCapacity: result.items.count)
+                for item in result.items {
+                    switch item.kind {
+                    case .file: builder.append(Entry(path: item.path, kind: .file, size: item.size, mtime: item.mtime))
+                    case .folder: builder.append(Entry(path: item.path, kind: .folder, mtime: item.mtime))
+                    case .symlink, .special: break  // a source walk never yields these
+                    }
+                }
+                builder.note(contentsOf: result.issues)
+                continuation.resume(returning: builder.finish())
+            }
+        }
+    }
+
+    public func makeConnection() throws -> any SourceConnection {
+        let fd = open(rootPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw Self.rootError(rootPath, errno: errno) }
+        return LocalConnection(rootFD: fd, rootPath: rootPath, followLinks: symlinks == .follow)
+    }
+
+    static func rootError(_ root: String, errno code: Int32) -> SourceError {
+        switch code {
+        case ENOENT: SourceError(.notFound, "source folder \(root) does not exist; check the path (is the share mounted?)", underlying: "errno \(code)")
+        case EACCES, EPERM: SourceError(.permission, "cannot read source folder \(root): permission denied; give the user running folio read access", underlying: "errno \(code)")
+        case ENOTDIR: SourceError(.notFound, "source \(root) is not a folder", underlying: "errno \(code)")
+        default: SourceError(.localIO, "cannot open source folder \(root): \(String(cString: strerror(code)))", underlying: "errno \(code)")
+        }
+    }
+}
+
+/// Copies files out of a local source with `copy_file_range` (kernel-side, reflinks where the filesystem can),
+/// falling back to read/write across filesystems that refuse it.
+final class LocalConnection: SourceConnection {
+    private let rootFD: Int32
+    private let rootPath: String
+    private let followLinks: Bool
+    private var buffer: UnsafeMutableRawBufferPointer?
+
+    init(rootFD: Int32, rootPath: String, followLinks: Bool) {
+        self.rootFD = rootFD
+        self.rootPath = rootPath
+        self.followLinks = followLinks
+    }
+
+    func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws {
+        let fd = entry.path.withCString { folio_openat(rootFD, $0, O_RDONLY | (followLinks ? 0 : O_NOFOLLOW)) }
+        guard fd >= 0 else { throw fileError(entry.path, errno: errno, doing: "open") }
+        defer { Glibc.close(fd) }
+        try checkUnchanged(fd: fd, entry: entry)
+        var remaining = entry.size - offset
+        var inputOffset = off_t(offset)
+        var useKernelCopy = true
+        while remaining > 0 {
+            try sink.checkCancellation()
+            let chunk = Int(min(remaining, 8 << 20))
+            if useKernelCopy {
+                let copied = folio_copy_file_range(fd, &inputOffset, sink.fileDescriptor, nil, chunk)
+                if copied > 0 {
+                    sink.didWrite(byteCount: copied)
+                    remaining -= Int64(copied)
+                    continue
+                }
+                if copied == 0 { break }
+                if [EXDEV, ENOSYS, EINVAL, EOPNOTSUPP, EBADF].contains(errno) {
+                    useKernelCopy = false
+                    continue
+                }
+                if errno == EINTR { continue }
+                throw fileError(entry.path, errno: errno, doing: "copy")
+            }
+            let buffer = self.buffer ?? UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+            self.buffer = buffer
+            let count = pread(fd, buffer.baseAddress, min(buffer.count, Int(remaining)), inputOffset)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw fileError(entry.path, errno: errno, doing: "read")
+            }
+            if count == 0 { break }
+            try sink.write(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            inputOffset += off_t(count)
+            remaining -= Int64(count)
+        }
+        if remaining != 0 {
+            throw SourceError(.changed, "\(entry.path) shrank while it was being copied; it will be fetched again next run", path: entry.path)
+        }
+        try checkUnchanged(fd: fd, entry: entry)
+    }
+
+    func close() {
+        Glibc.close(rootFD)
+        buffer?.deallocate()
+        buffer = nil
+    }
+
+    private func checkUnchanged(fd: Int32, entry: Entry) throws {
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw fileError(entry.path, errno: errno, doing: "stat") }
+        let mtime = FileTime(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec))
+        guard Int64(info.st_size) == entry.size, mtime == entry.mtime else {
+            throw SourceError(.changed, "\(entry.path) changed on the source since it was listed; it will be fetched next run", path: entry.path)
+        }
+    }
+
+    private func fileError(_ path: RelativePath, errno code: Int32, doing action: String) -> SourceError {
+        let reason = String(cString: strerror(code))
+        switch code {
+        case ENOENT: return SourceError(.notFound, "\(rootPath)/\(path) disappeared from the source", path: path, isRetryable: true)
+        case EACCES, EPERM: return SourceError(.permission, "cannot read \(rootPath)/\(path): permission denied", path: path)
+        case ELOOP: return SourceError(.notFound, "\(rootPath)/\(path) became a symbolic link; not followed", path: path)
+        default: return SourceError(.localIO, "cannot \(action) \(rootPath)/\(path): \(reason)", path: path, underlying: "errno \(code)")
+        }
+    }
+}

@@ -1,0 +1,121 @@
+import Foundation
+import Synchronization
+
+/// A source held in memory, for engine tests: entries and file contents set by the test, errors injected at will.
+public final class MemorySource: Source {
+    /// The tree; tests change it between runs. Why a mutex: tests edit it while download workers read it.
+    private let state: Mutex<State>
+
+    struct State {
+        var entries: [RelativePath: Entry] = [:]
+        var contents: [RelativePath: [UInt8]] = [:]
+        var unreadable: [RelativePath] = []
+        var rootError: SourceError?
+        var failingDownloads: [RelativePath: SourceError] = [:]
+        var downloads: [(RelativePath, Int64)] = []
+    }
+
+    public let features: SourceFeatures
+
+    public init(features: SourceFeatures = SourceFeatures(mtimePrecision: .nanosecond)) {
+        self.features = features
+        state = Mutex(State())
+    }
+
+    public var displayName: String { "memory://" }
+
+    /// Adds or replaces a file; its folders are added too.
+    public func setFile(_ path: String, _ content: String, mtime: FileTime = FileTime(seconds: 1_700_000_000), validator: String? = nil, checksum: String? = nil) {
+        let relative = try! RelativePath(validating: path)
+        let bytes = Array(content.utf8)
+        state.withLock { state in
+            var parent = relative.parent
+            while let folder = parent, !folder.isRoot {
+                if state.entries[folder] == nil { state.entries[folder] = Entry(path: folder, kind: .folder, mtime: FileTime(seconds: 1_600_000_000)) }
+                parent = folder.parent
+            }
+            state.entries[relative] = Entry(path: relative, kind: .file, size: Int64(bytes.count), mtime: mtime,
+                                            precision: features.mtimePrecision, validator: validator, checksum: checksum)
+            state.contents[relative] = bytes
+        }
+    }
+
+    public func setFolder(_ path: String, mtime: FileTime = FileTime(seconds: 1_600_000_000)) {
+        let relative = try! RelativePath(validating: path)
+        state.withLock { $0.entries[relative] = Entry(path: relative, kind: .folder, mtime: mtime) }
+    }
+
+    /// Removes an entry and everything below it.
+    public func remove(_ path: String) {
+        let relative = try! RelativePath(validating: path)
+        state.withLock { state in
+            for key in state.entries.keys where key.isWithin(relative) {
+                state.entries[key] = nil
+                state.contents[key] = nil
+            }
+        }
+    }
+
+    /// Makes the listing report a folder as unreadable (and leave out what is below it).
+    public func makeUnreadable(_ path: String) {
+        state.withLock { $0.unreadable.append(try! RelativePath(validating: path)) }
+    }
+
+    public func failRoot(with error: SourceError?) { state.withLock { $0.rootError = error } }
+
+    public func failDownload(_ path: String, with error: SourceError?) {
+        state.withLock { $0.failingDownloads[try! RelativePath(validating: path)] = error }
+    }
+
+    /// Every download asked for so far: path and starting offset.
+    public var downloads: [(RelativePath, Int64)] { state.withLock { $0.downloads } }
+
+    public func snapshot(options: ListingOptions) async throws -> Snapshot {
+        try state.withLock { state in
+            if let error = state.rootError { throw error }
+            var builder = SnapshotBuilder()
+            for entry in state.entries.values {
+                if state.unreadable.contains(where: { entry.path.isWithin($0) && entry.path != $0 }) { continue }
+                if options.exclude.excludes(entry.path, isFolder: entry.kind == .folder) { continue }
+                if entry.path.components.indices.dropLast().contains(where: { index in
+                    let ancestor = try! RelativePath(validating: Array(entry.path.components[0...index].joined(separator: [UInt8(ascii: "/")])))
+                    return options.exclude.excludes(ancestor, isFolder: true)
+                }) { continue }
+                builder.append(entry)
+            }
+            for folder in state.unreadable {
+                builder.note(ListingIssue(path: folder.description, kind: .unreadable("permission denied")))
+            }
+            return builder.finish()
+        }
+    }
+
+    public func makeConnection() throws -> any SourceConnection { MemoryConnection(source: self) }
+
+    fileprivate func content(for entry: Entry, from offset: Int64) throws -> [UInt8] {
+        try state.withLock { state in
+            state.downloads.append((entry.path, offset))
+            if let error = state.failingDownloads[entry.path] { throw error }
+            guard let bytes = state.contents[entry.path], let current = state.entries[entry.path] else {
+                throw SourceError(.notFound, "\(entry.path) disappeared from the source", path: entry.path)
+            }
+            guard current == entry else {
+                throw SourceError(.changed, "\(entry.path) changed on the source since it was listed", path: entry.path)
+            }
+            return Array(bytes[Int(offset)...])
+        }
+    }
+}
+
+final class MemoryConnection: SourceConnection {
+    private let source: MemorySource
+
+    init(source: MemorySource) { self.source = source }
+
+    func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws {
+        let bytes = try source.content(for: entry, from: offset)
+        try bytes.withUnsafeBytes { try sink.write($0) }
+    }
+
+    func close() {}
+}

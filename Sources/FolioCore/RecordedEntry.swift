@@ -1,0 +1,42 @@
+/// What the state database remembers of an entry Folio put in place: the source version it copied and the
+/// local file it left, so a later run can tell "unchanged", "changed on the source" and "changed here" apart.
+public struct RecordedEntry: Sendable, Hashable {
+    public var path: RelativePath
+    public var kind: Entry.Kind
+    /// The source's size, mtime, validator and checksum at the time of copying.
+    public var size: Int64
+    public var mtime: FileTime
+    public var validator: String?
+    public var checksum: String?
+    /// The local file Folio left: its inode and mtime.
+    public var localInode: UInt64
+    public var localMtime: FileTime
+
+    public init(path: RelativePath, kind: Entry.Kind, size: Int64, mtime: FileTime, validator: String?, checksum: String?,
+                localInode: UInt64, localMtime: FileTime) {
+        self.path = path
+        self.kind = kind
+        self.size = size
+        self.mtime = mtime
+        self.validator = validator
+        self.checksum = checksum
+        self.localInode = localInode
+        self.localMtime = localMtime
+    }
+
+    /// A record of `entry` as now held locally by `item`.
+    public init(_ entry: Entry, local item: LocalItem) {
+        self.init(path: entry.path, kind: entry.kind, size: entry.size, mtime: entry.mtime, validator: entry.validator,
+                  checksum: entry.checksum, localInode: item.inode, localMtime: item.mtime)
+    }
+
+    /// Whether the local item is still exactly what Folio left there.
+    public func isLeftAsWritten(_ item: LocalItem) -> Bool {
+        item.inode == localInode && item.mtime == localMtime && (kind == .folder ? item.kind == .folder : item.kind == .file && item.size == size)
+    }
+
+    /// Whether the source entry is the version that was copied.
+    public func describesSameVersion(as entry: Entry) -> Bool {
+        entry.kind == kind && entry.size == size && entry.mtime == mtime && entry.validator == validator && entry.checksum == checksum
+    }
+}

@@ -1,0 +1,176 @@
+/// A validated path inside a target, relative to its root: names joined by `/`, kept as the source's exact bytes.
+///
+/// Every remote name becomes a `RelativePath` before Folio uses it (guarantee 5): a name may not be empty, `.`
+/// or `..`, contain `/`, NUL or a control character, or be longer than 255 bytes. Names are never normalised:
+/// the NFC and NFD spellings of "é" are two distinct names, as they are on a Linux filesystem.
+public struct RelativePath: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// The path's bytes: validated names separated by single `/` bytes. Empty for the target's root.
+    public let bytes: [UInt8]
+
+    /// The longest name a Linux filesystem accepts.
+    public static let maximumNameLength = 255
+    /// The longest relative path Folio accepts (PATH_MAX less room for the destination prefix).
+    public static let maximumPathLength = 3_800
+
+    /// The target's root folder.
+    public static let root = RelativePath(trusted: [])
+
+    private init(trusted bytes: [UInt8]) { self.bytes = bytes }
+
+    /// Validates a `/`-separated relative path.
+    public init(validating bytes: [UInt8]) throws(NameError) {
+        guard !bytes.isEmpty else { throw NameError(problem: .empty, name: bytes) }
+        guard bytes.count <= Self.maximumPathLength else { throw NameError(problem: .tooLong, name: bytes) }
+        for component in bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
+            if let problem = Self.problem(inName: component) { throw NameError(problem: problem, name: bytes) }
+        }
+        self.bytes = bytes
+    }
+
+    /// Validates a `/`-separated relative path given as a string (its UTF-8 bytes, unnormalised).
+    public init(validating string: String) throws(NameError) {
+        try self.init(validating: Array(string.utf8))
+    }
+
+    /// This path with one more name appended; the name is validated.
+    public func appending<Name: Collection>(name: Name) throws(NameError) -> RelativePath where Name.Element == UInt8 {
+        if let problem = Self.problem(inName: name) { throw NameError(problem: problem, name: Array(name)) }
+        let total = bytes.count + (bytes.isEmpty ? 0 : 1) + name.count
+        guard total <= Self.maximumPathLength else { throw NameError(problem: .tooLong, name: Array(name)) }
+        var joined = [UInt8]()
+        joined.reserveCapacity(total)
+        joined.append(contentsOf: bytes)
+        if !bytes.isEmpty { joined.append(UInt8(ascii: "/")) }
+        joined.append(contentsOf: name)
+        return RelativePath(trusted: joined)
+    }
+
+    /// What is wrong with a single name, or nil when it is acceptable.
+    public static func problem<Name: Collection>(inName name: Name) -> NameError.Problem? where Name.Element == UInt8 {
+        if name.isEmpty { return .empty }
+        if name.count > maximumNameLength { return .tooLong }
+        if name.count <= 2, name.allSatisfy({ $0 == UInt8(ascii: ".") }) { return .dotName }
+        for byte in name {
+            if byte == UInt8(ascii: "/") { return .slash }
+            if byte == 0 { return .nul }
+            if byte < 0x20 || byte == 0x7F { return .controlCharacter }
+        }
+        return nil
+    }
+
+    public var isRoot: Bool { bytes.isEmpty }
+
+    /// The number of names in the path (0 for the root).
+    public var depth: Int {
+        bytes.isEmpty ? 0 : bytes.reduce(1) { $0 + ($1 == UInt8(ascii: "/") ? 1 : 0) }
+    }
+
+    /// The last name's bytes.
+    public var name: ArraySlice<UInt8> {
+        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return bytes[...] }
+        return bytes[(slash + 1)...]
+    }
+
+    /// The folder holding this path (the root for a top-level name); nil for the root itself.
+    public var parent: RelativePath? {
+        if bytes.isEmpty { return nil }
+        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return .root }
+        return RelativePath(trusted: Array(bytes[..<slash]))
+    }
+
+    /// The names, root first.
+    public var components: [ArraySlice<UInt8>] {
+        bytes.isEmpty ? [] : bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+    }
+
+    /// Whether `self` is `other` or lies below it.
+    public func isWithin(_ other: RelativePath) -> Bool {
+        if other.bytes.isEmpty { return true }
+        guard bytes.count >= other.bytes.count, bytes.starts(with: other.bytes) else { return false }
+        return bytes.count == other.bytes.count || bytes[other.bytes.count] == UInt8(ascii: "/")
+    }
+
+    /// The path for people: UTF-8 where valid, `\xNN` for the bytes that are not, control characters escaped.
+    public var description: String { Self.display(bytes) }
+
+    /// Renders any name or path bytes for a message, never letting a control byte reach a terminal.
+    public static func display<Bytes: Collection>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
+        let decoded = String(decoding: bytes, as: UTF8.self)
+        if decoded.utf8.elementsEqual(bytes), !decoded.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+            return decoded
+        }
+        var out = ""
+        var index = bytes.startIndex
+        while index != bytes.endIndex {
+            let byte = bytes[index]
+            if byte < 0x20 || byte == 0x7F {
+                out += "\\x" + String(byte, radix: 16).leftPadded(to: 2)
+                index = bytes.index(after: index)
+                continue
+            }
+            // Take the longest valid UTF-8 scalar starting here, else escape one byte.
+            let length = byte < 0x80 ? 1 : byte >= 0xF0 ? 4 : byte >= 0xE0 ? 3 : byte >= 0xC0 ? 2 : 0
+            if length > 0, let end = bytes.index(index, offsetBy: length, limitedBy: bytes.endIndex) {
+                let scalar = bytes[index..<end]
+                let text = String(decoding: scalar, as: UTF8.self)
+                if text.utf8.elementsEqual(scalar) {
+                    out += text
+                    index = end
+                    continue
+                }
+            }
+            out += "\\x" + String(byte, radix: 16).leftPadded(to: 2)
+            index = bytes.index(after: index)
+        }
+        return out
+    }
+
+    /// Component-wise order (a folder's children come right after it, before its next sibling): bytes compare
+    /// as unsigned, with `/` ranked below every byte a name may hold.
+    public static func < (lhs: RelativePath, rhs: RelativePath) -> Bool {
+        compare(lhs.bytes, rhs.bytes) < 0
+    }
+
+    /// Three-way comparison in the order of `<`.
+    @inline(__always)
+    public static func compare(_ lhs: [UInt8], _ rhs: [UInt8]) -> Int {
+        lhs.withUnsafeBufferPointer { left in
+            rhs.withUnsafeBufferPointer { right in
+                let count = min(left.count, right.count)
+                var i = 0
+                while i < count {
+                    let a = left[i], b = right[i]
+                    if a != b {
+                        let ra = a == UInt8(ascii: "/") ? 0 : Int(a)
+                        let rb = b == UInt8(ascii: "/") ? 0 : Int(b)
+                        return ra - rb
+                    }
+                    i += 1
+                }
+                return left.count - right.count
+            }
+        }
+    }
+}
+
+/// A name or path that Folio refuses to use, and why.
+public struct NameError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Problem: String, Sendable {
+        case empty = "is empty"
+        case dotName = "is . or .."
+        case slash = "contains /"
+        case nul = "contains a NUL byte"
+        case controlCharacter = "contains a control character"
+        case tooLong = "is too long"
+    }
+    public var problem: Problem
+    public var name: [UInt8]
+
+    public var description: String { "name \"\(RelativePath.display(name))\" \(problem.rawValue)" }
+}
+
+extension String {
+    func leftPadded(to width: Int, with pad: Character = "0") -> String {
+        count >= width ? self : String(repeating: pad, count: width - count) + self
+    }
+}

@@ -1,0 +1,23 @@
+import Foundation
+
+/// Reads a secret (password, passphrase, token) from a file, never from configuration text.
+///
+/// An absolute path is read as is; a bare name is looked up in `$CREDENTIALS_DIRECTORY`, where systemd's
+/// `LoadCredential=` puts secrets. Trailing newlines are dropped. The secret is never part of an error message.
+public enum SecretFile {
+    public static func read(_ path: String, what: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> String {
+        var resolved = path
+        if !path.hasPrefix("/") {
+            guard let directory = environment["CREDENTIALS_DIRECTORY"], !directory.isEmpty else {
+                throw SourceError(.authentication, "\(what) \"\(path)\" is not an absolute path and $CREDENTIALS_DIRECTORY is not set; give the file's absolute path")
+            }
+            resolved = directory + "/" + path
+        }
+        guard let data = FileManager.default.contents(atPath: resolved) else {
+            throw SourceError(.authentication, "cannot read \(what) \(resolved); check that it exists and is readable by this user")
+        }
+        var text = String(decoding: data, as: UTF8.self)
+        while text.hasSuffix("\n") || text.hasSuffix("\r") { text.removeLast() }
+        return text
+    }
+}

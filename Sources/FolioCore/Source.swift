@@ -1,0 +1,51 @@
+/// Where a target's files come from: a local folder, an SFTP server, a web server.
+///
+/// A source does two things: it lists its tree into a `Snapshot`, and it opens connections that download one
+/// file at a time. The engine never knows which transport is behind it.
+public protocol Source: Sendable {
+    /// The source for people: its URL without credentials.
+    var displayName: String { get }
+    var features: SourceFeatures { get }
+
+    /// Lists the whole tree below the source root.
+    ///
+    /// Throws `SourceError` when the root itself is missing, unreadable or unreachable. A folder below the root
+    /// that cannot be read becomes an `.unreadable` issue in the snapshot instead, so the rest is still mirrored.
+    /// Blocking work runs off the cooperative thread pool.
+    func snapshot(options: ListingOptions) async throws -> Snapshot
+
+    /// Opens one connection for one download worker. Called on that worker's own thread; the connection is
+    /// used there only, so it may block.
+    func makeConnection() throws -> any SourceConnection
+}
+
+/// One transport connection, owned by one download worker and used from its thread only.
+///
+/// Not `Sendable` on purpose: C handles (a libssh2 session, a curl easy handle) must be used by one thread at a
+/// time, and the type system keeps them on the worker that opened them.
+public protocol SourceConnection: AnyObject {
+    /// Copies `entry`'s content into `sink`, starting at `offset` (the bytes before it are already there).
+    ///
+    /// Before returning, checks that what was sent is the version that was listed (size, mtime or validator);
+    /// a file that changed meanwhile throws `.changed`. Checks `sink` for cancellation between chunks.
+    func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws
+
+    /// Releases the connection; called once, on the worker's thread.
+    func close()
+}
+
+/// What a source can tell and do.
+public struct SourceFeatures: Sendable, Equatable {
+    /// How finely the source reports modification times.
+    public var mtimePrecision: TimePrecision
+    /// Whether entries carry checksums.
+    public var checksums: Bool
+    /// Whether `download(_:into:from:)` honours a non-zero offset.
+    public var resumable: Bool
+
+    public init(mtimePrecision: TimePrecision, checksums: Bool = false, resumable: Bool = true) {
+        self.mtimePrecision = mtimePrecision
+        self.checksums = checksums
+        self.resumable = resumable
+    }
+}

@@ -1,0 +1,102 @@
+/// Where a source is, parsed from the text a user wrote: a local path, `file://`, `sftp://` or `http(s)://`.
+public struct SourceLocation: Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        /// An absolute local path (a folder or a mounted share).
+        case local(String)
+        /// `sftp://[user@]host[:port]/path`; the path is percent-decoded.
+        case sftp(user: String?, host: String, port: Int, path: String)
+        /// `http://` or `https://`; `url` is as written (without credentials), `path` is its decoded path.
+        case http(secure: Bool, host: String, port: Int, path: String, url: String)
+    }
+
+    public var kind: Kind
+    /// The text as written, minus any `user:password@` credentials.
+    public var description: String
+
+    public struct ParseError: Error, Sendable {
+        public var message: String
+    }
+
+    public init(parsing text: String) throws(ParseError) {
+        if text.hasPrefix("/") {
+            kind = .local(text)
+            description = text
+            return
+        }
+        guard let schemeEnd = text.range(of: "://") else {
+            throw ParseError(message: "source \"\(text)\" is neither an absolute path nor a URL; write /path, sftp://host/path or https://host/path")
+        }
+        let scheme = text[..<schemeEnd.lowerBound].lowercased()
+        let rest = text[schemeEnd.upperBound...]
+        let authorityEnd = rest.firstIndex(of: "/") ?? rest.endIndex
+        var authority = rest[..<authorityEnd]
+        let rawPath = authorityEnd == rest.endIndex ? "/" : String(rest[authorityEnd...])
+        guard !rawPath.contains("?"), !rawPath.contains("#") || scheme == "file" else {
+            throw ParseError(message: "source \(scheme)://… has a query or fragment; give the folder's URL only (encode # as %23)")
+        }
+        guard let path = Self.percentDecoded(rawPath) else {
+            throw ParseError(message: "source path \(rawPath) has a bad %-escape or encodes / or NUL")
+        }
+        var user: String?
+        if let at = authority.lastIndex(of: "@") {
+            let userInfo = authority[..<at]
+            if userInfo.contains(":") {
+                throw ParseError(message: "source URL contains a password; put it in a file and use password-file instead")
+            }
+            user = Self.percentDecoded(String(userInfo))
+            authority = authority[authority.index(after: at)...]
+        }
+        var host = String(authority)
+        var port: Int?
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else { throw ParseError(message: "source host \(host) has an unclosed [") }
+            let after = host[host.index(after: close)...]
+            if after.hasPrefix(":") { port = Int(after.dropFirst()) ; if port == nil { throw ParseError(message: "bad port in \(text)") } }
+            host = String(host[host.index(after: host.startIndex)..<close])
+        } else if let colon = host.lastIndex(of: ":") {
+            guard let number = Int(host[host.index(after: colon)...]), (1...65_535).contains(number) else {
+                throw ParseError(message: "bad port in \(text); write host:port with a number from 1 to 65535")
+            }
+            port = number
+            host = String(host[..<colon])
+        }
+        switch scheme {
+        case "file":
+            guard host.isEmpty || host == "localhost" else { throw ParseError(message: "file:// URLs name this machine only; write file:///path") }
+            kind = .local(path)
+            description = "file://" + rawPath
+        case "sftp":
+            guard !host.isEmpty else { throw ParseError(message: "source \(text) has no host; write sftp://[user@]host[:port]/path") }
+            kind = .sftp(user: user, host: host, port: port ?? 22, path: path)
+            description = "sftp://" + (user.map { "\($0)@" } ?? "") + String(authority) + rawPath
+        case "http", "https":
+            guard !host.isEmpty else { throw ParseError(message: "source \(text) has no host") }
+            guard user == nil else { throw ParseError(message: "source URL contains a user name; use the username key instead") }
+            let secure = scheme == "https"
+            let url = scheme + "://" + String(authority) + rawPath
+            kind = .http(secure: secure, host: host, port: port ?? (secure ? 443 : 80), path: path, url: url)
+            description = url
+        default:
+            throw ParseError(message: "source scheme \(scheme):// is not supported; use a path, sftp://, http:// or https://")
+        }
+    }
+
+    /// Percent-decodes a URL path; refuses bad escapes and encoded `/` or NUL inside a name.
+    public static func percentDecoded(_ text: String) -> String? {
+        var out: [UInt8] = []
+        let bytes = Array(text.utf8)
+        var i = 0
+        while i < bytes.count {
+            if bytes[i] == UInt8(ascii: "%") {
+                guard i + 2 < bytes.count, let value = UInt8(String(decoding: bytes[(i + 1)...(i + 2)], as: UTF8.self), radix: 16) else { return nil }
+                guard value != 0, value != UInt8(ascii: "/") else { return nil }
+                out.append(value)
+                i += 3
+            } else {
+                out.append(bytes[i])
+                i += 1
+            }
+        }
+        return String(validating: out, as: UTF8.self)
+    }
+}

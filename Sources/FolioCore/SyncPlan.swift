@@ -1,0 +1,66 @@
+/// What one run will do to a destination: pure data, computed by `SyncPlanner` and carried out by `SyncEngine`.
+public struct SyncPlan: Sendable {
+    /// Something on the destination to move to the trash (with everything below it), deepest first.
+    public struct Removal: Sendable, Hashable {
+        public enum Reason: Sendable, Hashable {
+            /// The source no longer has it.
+            case goneFromSource
+            /// The source has something of another kind at this path.
+            case typeChange
+        }
+        public var item: LocalItem
+        public var reason: Reason
+        /// Entries this removal takes away: 1, or the folder and everything below it.
+        public var entryCount: Int
+        /// True when Folio did not write this, or it changed since Folio wrote it.
+        public var hasLocalChanges: Bool
+    }
+
+    /// A file to copy from the source.
+    public struct Download: Sendable, Hashable {
+        public var entry: Entry
+        /// The file it replaces (moved to the trash as it is replaced), if any.
+        public var replacing: LocalItem?
+        /// True when the replaced file was not written by Folio or changed since.
+        public var hasLocalChanges: Bool
+    }
+
+    public var removals: [Removal] = []
+    /// Folders to create, shallowest first.
+    public var folders: [Entry] = []
+    public var downloads: [Download] = []
+    /// Files whose content is known equal but whose mtime differs: only the time is set.
+    public var mtimeFixes: [(entry: Entry, local: LocalItem)] = []
+    /// Folders whose mtime to set once everything below them is in place, deepest first.
+    public var folderTimes: [Entry] = []
+    /// Records to write without touching the destination (identical files adopted, records out of date).
+    public var recordUpdates: [RecordedEntry] = []
+    /// Records of paths that exist on neither side any more.
+    public var recordDeletions: [RelativePath] = []
+    /// Removals (and the type changes that need them) left out because the listing was incomplete.
+    public var withheldRemovals = 0
+    /// Source entries left out (a name Folio keeps for itself).
+    public var skipped: [ListingIssue] = []
+    /// Entries the destination holds, the base of the `max-delete` percentage.
+    public var localEntryCount = 0
+    /// Files already in step.
+    public var unchangedFiles = 0
+
+    public init() {}
+
+    /// Entries the removals take away in total.
+    public var removedEntryCount: Int { removals.reduce(0) { $0 + $1.entryCount } }
+
+    /// True when the destination already matches (records may still need writing).
+    public var changesNothing: Bool {
+        removals.isEmpty && folders.isEmpty && downloads.isEmpty && mtimeFixes.isEmpty && folderTimes.isEmpty
+    }
+
+    public var downloadBytes: Int64 { downloads.reduce(0) { $0 + $1.entry.size } }
+}
+
+extension SyncPlan.Download {
+    public init(entry: Entry) {
+        self.init(entry: entry, replacing: nil, hasLocalChanges: false)
+    }
+}

@@ -1,0 +1,170 @@
+/// The diff: from the source's snapshot, the state record and the destination's stat pass, a `SyncPlan`.
+///
+/// A pure function of its inputs, so every case is a table test. The inputs are sorted in `RelativePath`
+/// order and merged in one pass; memory is the plan itself.
+public enum SyncPlanner {
+    /// The name Folio keeps at the destination's root for its partial files and trash.
+    public static let reservedName: [UInt8] = Array(".folio".utf8)
+
+    /// - Parameters:
+    ///   - remote: the source's snapshot.
+    ///   - local: the destination's entries, sorted, without `.folio`.
+    ///   - record: what the state database remembers, by path.
+    ///   - removalsAllowed: false when the listing was incomplete: then nothing is removed or replaced by
+    ///     another kind, and those cases are counted in `withheldRemovals`.
+    public static func plan(remote: Snapshot, local: [LocalItem], record: [RelativePath: RecordedEntry], removalsAllowed: Bool) -> SyncPlan {
+        var merge = Merge(record: record, removalsAllowed: removalsAllowed)
+        merge.run(remote: remote.entries, local: local)
+        return merge.finish()
+    }
+}
+
+/// The state of one merge pass.
+private struct Merge {
+    let record: [RelativePath: RecordedEntry]
+    let removalsAllowed: Bool
+    var plan = SyncPlan()
+    /// Index in `plan.removals` of the folder whose subtree the local cursor is in, if any.
+    var removingSubtree: Int?
+    /// A local subtree left alone because its removal is withheld.
+    var keptSubtree: RelativePath?
+    var seenPaths = Set<RelativePath>()
+
+    init(record: [RelativePath: RecordedEntry], removalsAllowed: Bool) {
+        self.record = record
+        self.removalsAllowed = removalsAllowed
+    }
+
+    mutating func run(remote: [Entry], local: [LocalItem]) {
+        plan.localEntryCount = local.count
+        var r = 0, l = 0
+        while r < remote.count || l < local.count {
+            if l < local.count, absorbedIntoSubtree(local[l]) {
+                l += 1
+                continue
+            }
+            let order: Int
+            if r == remote.count { order = 1 } else if l == local.count { order = -1 } else {
+                order = RelativePath.compare(remote[r].path.bytes, local[l].path.bytes)
+            }
+            if order < 0 {
+                let entry = remote[r]
+                r += 1
+                if entry.path.components.first.map({ Array($0) == SyncPlanner.reservedName }) == true {
+                    plan.skipped.append(ListingIssue(path: entry.path.description, kind: .skipped(".folio is where Folio keeps its own files at the destination")))
+                    continue
+                }
+                seenPaths.insert(entry.path)
+                add(entry)
+            } else if order > 0 {
+                remove(local[l], reason: .goneFromSource)
+                l += 1
+            } else {
+                seenPaths.insert(remote[r].path)
+                compare(remote[r], local[l])
+                r += 1
+                l += 1
+            }
+        }
+    }
+
+    mutating func finish() -> SyncPlan {
+        if removalsAllowed {
+            // Gone from the source: the record goes once the local entry is gone too (the engine sees to it).
+            plan.recordDeletions = record.keys.filter { !seenPaths.contains($0) }
+        }
+        plan.removals.sort { $0.item.path.depth > $1.item.path.depth }
+        plan.folders.sort { $0.path.depth < $1.path.depth }
+        plan.folderTimes.sort { $0.path.depth > $1.path.depth }
+        return plan
+    }
+
+    /// Local entries below a folder that goes to the trash (or is kept whole) are accounted to it.
+    private mutating func absorbedIntoSubtree(_ item: LocalItem) -> Bool {
+        if let index = removingSubtree {
+            if item.path.isWithin(plan.removals[index].item.path) {
+                plan.removals[index].entryCount += 1
+                if hasLocalChanges(item) { plan.removals[index].hasLocalChanges = true }
+                return true
+            }
+            removingSubtree = nil
+        }
+        if let kept = keptSubtree {
+            if item.path.isWithin(kept) { return true }
+            keptSubtree = nil
+        }
+        return false
+    }
+
+    private func hasLocalChanges(_ item: LocalItem) -> Bool {
+        guard let recorded = record[item.path] else { return true }
+        return !recorded.isLeftAsWritten(item)
+    }
+
+    @discardableResult
+    private mutating func remove(_ item: LocalItem, reason: SyncPlan.Removal.Reason) -> Bool {
+        guard removalsAllowed else {
+            plan.withheldRemovals += 1
+            if item.kind == .folder { keptSubtree = item.path }
+            return false
+        }
+        plan.removals.append(SyncPlan.Removal(item: item, reason: reason, entryCount: 1, hasLocalChanges: hasLocalChanges(item)))
+        if item.kind == .folder { removingSubtree = plan.removals.count - 1 }
+        return true
+    }
+
+    private mutating func add(_ entry: Entry) {
+        switch entry.kind {
+        case .folder:
+            plan.folders.append(entry)
+            if entry.mtime.isKnown { plan.folderTimes.append(entry) }
+        case .file:
+            plan.downloads.append(SyncPlan.Download(entry: entry))
+        case .symlink:
+            break  // sources resolve or skip links before listing them
+        }
+    }
+
+    /// Both sides have the path.
+    private mutating func compare(_ entry: Entry, _ item: LocalItem) {
+        let recorded = record[entry.path]
+        switch (entry.kind, item.kind) {
+        case (.folder, .folder):
+            if entry.mtime.isKnown, !FileTime.equal(entry.mtime, entry.precision, item.mtime, .nanosecond) {
+                plan.folderTimes.append(entry)
+            } else if recorded == nil || recorded?.describesSameVersion(as: entry) == false || recorded?.localInode != item.inode {
+                plan.recordUpdates.append(RecordedEntry(entry, local: item))
+            }
+        case (.file, .file):
+            let sameShape = entry.size == item.size && FileTime.equal(entry.mtime, entry.precision, item.mtime, .nanosecond)
+            let leftAsWritten = recorded?.isLeftAsWritten(item) ?? false
+            if sameShape {
+                if let recorded, leftAsWritten, let before = recorded.validator, let now = entry.validator, before != now {
+                    // Same size and time but a new validator: the content changed (an ETag tells what mtimes miss).
+                    plan.downloads.append(SyncPlan.Download(entry: entry, replacing: item, hasLocalChanges: false))
+                } else if let recorded, recorded.describesSameVersion(as: entry), leftAsWritten {
+                    plan.unchangedFiles += 1
+                } else {
+                    plan.unchangedFiles += 1
+                    plan.recordUpdates.append(RecordedEntry(entry, local: item))  // adopted: identical already
+                }
+            } else if let recorded, leftAsWritten, entry.size == recorded.size, Self.sameContent(entry, recorded) {
+                plan.mtimeFixes.append((entry: entry, local: item))
+            } else if !entry.mtime.isKnown, let recorded, leftAsWritten, recorded.describesSameVersion(as: entry) {
+                plan.unchangedFiles += 1
+            } else {
+                plan.downloads.append(SyncPlan.Download(entry: entry, replacing: item, hasLocalChanges: !leftAsWritten))
+            }
+        default:
+            // A type change: the local entry goes to the trash, then the source's entry takes its place.
+            if remove(item, reason: .typeChange) { add(entry) }
+        }
+    }
+
+    /// Whether the source says the content is still what was copied, although the mtime moved.
+    private static func sameContent(_ entry: Entry, _ recorded: RecordedEntry) -> Bool {
+        if let now = entry.checksum, let before = recorded.checksum { return now == before }
+        if let now = entry.validator, let before = recorded.validator { return now == before }
+        return false
+    }
+}

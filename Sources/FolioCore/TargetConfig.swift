@@ -1,0 +1,89 @@
+/// One `[[target]]`: a source mirrored into a destination, and how.
+public struct TargetConfig: Sendable, Equatable {
+    /// Which triggers run a target.
+    public enum Mode: String, Sendable, CaseIterable {
+        case manual, automatic, both
+
+        public func includes(_ trigger: Trigger) -> Bool {
+            self == .both || (self == .manual && trigger == .manual) || (self == .automatic && trigger == .automatic)
+        }
+    }
+
+    /// What started a run.
+    public enum Trigger: String, Sendable {
+        case manual, automatic
+    }
+
+    public var name: String
+    /// The source as written: a path, `file://`, `sftp://` or `http(s)://` URL.
+    public var source: String
+    /// An absolute path on this machine.
+    public var destination: String
+    public var mode: Mode = .both
+    public var enabled = true
+    /// Seconds between the end of one automatic run and the start of the next.
+    public var interval: Int = 3_600
+    public var transfers: Int = 4
+    public var maxDelete: MaxDelete = .percent(50)
+    public var trashDays: Int = 30
+    public var exclude: [String] = []
+    public var symlinks: ListingOptions.SymlinkPolicy = .skip
+    /// Seconds a network operation may take before the connection counts as dead.
+    public var timeout: Int = 30
+    /// A command run after a run that changed something; `{target}` is replaced by the target's name.
+    public var onChange: [String] = []
+    public var sourceSettings = SourceSettings()
+
+    public init(name: String, source: String, destination: String) {
+        self.name = name
+        self.source = source
+        self.destination = destination
+    }
+}
+
+/// The `max-delete` guard: how much one run may remove before it refuses.
+public enum MaxDelete: Sendable, Equatable, CustomStringConvertible {
+    case percent(Int)
+    case count(Int)
+
+    /// The most entries a run may remove, given how many the destination holds.
+    public func limit(forEntryCount entries: Int) -> Int {
+        switch self {
+        case .count(let count): count
+        case .percent(let percent): entries * percent / 100
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .percent(let p): "\(p)%"
+        case .count(let c): "\(c)"
+        }
+    }
+}
+
+/// Settings only some sources use; each source reads the ones it knows.
+public struct SourceSettings: Sendable, Equatable {
+    /// SSH private key file (ed25519 or ECDSA).
+    public var identity: String?
+    /// File holding the identity's passphrase.
+    public var passphraseFile: String?
+    /// File holding the SSH or HTTP password.
+    public var passwordFile: String?
+    /// known_hosts file to check SFTP host keys against.
+    public var knownHosts: String?
+    /// HTTP: use WebDAV (`true`), index pages (`false`) or ask the server (`nil`, "auto").
+    public var webdav: Bool?
+    /// HTTP user name for Basic/Digest authentication.
+    public var username: String?
+    /// File holding an HTTP bearer token.
+    public var tokenFile: String?
+    /// Extra CA certificate (PEM) to trust for HTTPS.
+    public var caFile: String?
+    /// Skip TLS certificate checks (logged as a warning on every run).
+    public var insecureTLS = false
+    /// Upper bound on HTTP requests per second to this source; nil for none.
+    public var requestsPerSecond: Double?
+
+    public init() {}
+}

@@ -1,0 +1,32 @@
+import Synchronization
+
+/// Live counters of one target's run, shared by the download workers (writers) and the progress display (reader).
+///
+/// Why atomics and a mutex: workers on their own threads update these for every chunk, and the display samples
+/// them on a timer; neither may wait on the other for long.
+public final class TransferProgress: Sendable {
+    private let bytes = Atomic<Int64>(0)
+    private let files = Atomic<Int>(0)
+    private let cancelled = Atomic<Bool>(false)
+    private let active = Mutex<[RelativePath]>([])
+
+    public init() {}
+
+    public var bytesDone: Int64 { bytes.load(ordering: .relaxed) }
+    public var filesDone: Int { files.load(ordering: .relaxed) }
+    public var isCancelled: Bool { cancelled.load(ordering: .relaxed) }
+    /// The files being copied right now.
+    public var inFlight: [RelativePath] { active.withLock { $0 } }
+
+    public func add(bytes count: Int64) { bytes.add(count, ordering: .relaxed) }
+    public func fileFinished() { files.add(1, ordering: .relaxed) }
+    /// Stops the workers between chunks; partial files stay for the next run to resume.
+    public func cancel() { cancelled.store(true, ordering: .relaxed) }
+
+    func started(_ path: RelativePath) { active.withLock { $0.append(path) } }
+    func ended(_ path: RelativePath) {
+        active.withLock { list in
+            if let index = list.firstIndex(of: path) { list.remove(at: index) }
+        }
+    }
+}

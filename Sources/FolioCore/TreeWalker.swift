@@ -1,0 +1,187 @@
+import CFolioSys
+import Foundation
+import Glibc
+import Synchronization
+
+/// Walks a local folder fast: `readdir`, `fstatat` relative to each folder's descriptor, several threads over
+/// subtrees. Used for local sources and for the stat pass over a destination.
+///
+/// Never leaves the folder: folders are opened with `O_NOFOLLOW` relative to their parent's descriptor, and a
+/// symlink is followed only when the policy says so and `realpath` puts its target inside the root.
+struct TreeWalker: Sendable {
+    struct Result: Sendable {
+        var items: [LocalItem]
+        var issues: [ListingIssue]
+    }
+
+    /// The root's path (for `realpath` checks of followed links and for messages).
+    let rootPath: String
+    let symlinks: ListingOptions.SymlinkPolicy
+    let exclude: ExcludeFilter
+    /// A destination walk lists links and special files as they are (to be replaced); a source walk follows or
+    /// skips links by policy and skips special files.
+    let isDestination: Bool
+    /// Names at the root to leave out (the destination's own `.folio`).
+    let skipAtRoot: Set<[UInt8]>
+    let threads: Int
+
+    /// Walks the tree below `rootFD` (which stays owned by the caller). Blocking: call it off the cooperative pool.
+    func walk(rootFD: Int32) -> Result {
+        let realRoot = symlinks == .follow ? rootPath.withCString { Self.realPath($0) } : nil
+        let rootIdentity = Self.identity(of: rootFD)
+        let scheduler = WalkScheduler(threads: max(1, threads))
+        let duplicate = dup(rootFD)
+        guard duplicate >= 0 else {
+            return Result(items: [], issues: [ListingIssue(path: rootPath, kind: .unreadable(String(cString: strerror(errno))))])
+        }
+        scheduler.push(WalkJob(path: .root, fd: duplicate, ancestors: rootIdentity.map { [$0] } ?? []))
+        let results = Mutex<[Result]>([])
+        let group = DispatchGroup()
+        for index in 0..<max(1, threads) {
+            // Each walker thread owns the descriptors of the folders it is reading; jobs hand one over whole.
+            DispatchQueue(label: "folio.walk.\(index)").async(group: group) {
+                var local = Result(items: [], issues: [])
+                local.items.reserveCapacity(4_096)
+                while let job = scheduler.pop() {
+                    self.read(job, realRoot: realRoot, scheduler: scheduler, into: &local)
+                    scheduler.finished()
+                }
+                results.withLock { $0.append(local) }
+            }
+        }
+        group.wait()
+        var merged = Result(items: [], issues: [])
+        let all = results.withLock { $0 }
+        merged.items.reserveCapacity(all.reduce(0) { $0 + $1.items.count })
+        for part in all {
+            merged.items.append(contentsOf: part.items)
+            merged.issues.append(contentsOf: part.issues)
+        }
+        merged.items.sort { RelativePath.compare($0.path.bytes, $1.path.bytes) < 0 }
+        return merged
+    }
+
+    private func read(_ job: WalkJob, realRoot: String?, scheduler: WalkScheduler, into result: inout Result) {
+        guard let directory = fdopendir(job.fd) else {
+            let error = errno
+            close(job.fd)
+            result.issues.append(ListingIssue(path: display(job.path), kind: .unreadable(String(cString: strerror(error)))))
+            return
+        }
+        defer { closedir(directory) }
+        let dirFD = job.fd
+        while true {
+            errno = 0
+            guard let dirent = readdir(directory) else {
+                if errno != 0 {
+                    result.issues.append(ListingIssue(path: display(job.path), kind: .unreadable(String(cString: strerror(errno)))))
+                }
+                break
+            }
+            let nameLength = Int(strlen(&dirent.pointee.d_name.0))
+            let name = withUnsafeBytes(of: &dirent.pointee.d_name) { Array($0.prefix(nameLength)) }
+            if name == [0x2E] || name == [0x2E, 0x2E] { continue }
+            if job.path.isRoot && skipAtRoot.contains(name) { continue }
+            let path: RelativePath
+            do {
+                path = try job.path.appending(name: name)
+            } catch {
+                let shown = job.path.isRoot ? RelativePath.display(name) : "\(job.path)/\(RelativePath.display(name))"
+                result.issues.append(ListingIssue(path: shown, kind: .skipped(error.problem.rawValue.replacingOccurrences(of: "is ", with: "name is ").replacingOccurrences(of: "contains", with: "name contains"))))
+                continue
+            }
+            var info = stat()
+            let statResult = CString.with(name) { fstatat(dirFD, $0, &info, AT_SYMLINK_NOFOLLOW) }
+            if statResult != 0 {
+                if errno == ENOENT { continue }  // removed between readdir and stat
+                result.issues.append(ListingIssue(path: path.description, kind: .unreadable(String(cString: strerror(errno)))))
+                continue
+            }
+            var followedFrom: String?
+            if (info.st_mode & S_IFMT) == S_IFLNK {
+                switch symlinks {
+                case _ where isDestination:
+                    break
+                case .skip:
+                    result.issues.append(ListingIssue(path: path.description, kind: .skipped("symbolic link (symlinks = \"skip\")")))
+                    continue
+                case .follow:
+                    guard let realRoot, let target = CString.with(Array(rootPath.utf8) + [UInt8(ascii: "/")] + path.bytes, { Self.realPath($0) }),
+                          target == realRoot || target.hasPrefix(realRoot == "/" ? "/" : realRoot + "/") else {
+                        result.issues.append(ListingIssue(path: path.description, kind: .skipped("symbolic link leads outside the source root or nowhere")))
+                        continue
+                    }
+                    if stat(target, &info) != 0 {
+                        result.issues.append(ListingIssue(path: path.description, kind: .skipped("symbolic link target cannot be read")))
+                        continue
+                    }
+                    followedFrom = target
+                }
+            }
+            let mtime = FileTime(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec))
+            let mode = info.st_mode & S_IFMT
+            if exclude.excludes(path, isFolder: mode == S_IFDIR) { continue }
+            switch mode {
+            case S_IFREG:
+                result.items.append(LocalItem(path: path, kind: .file, size: Int64(info.st_size), mtime: mtime, inode: UInt64(info.st_ino)))
+            case S_IFLNK:
+                result.items.append(LocalItem(path: path, kind: .symlink, size: Int64(info.st_size), mtime: mtime, inode: UInt64(info.st_ino)))
+            case S_IFDIR:
+                let identity = DirectoryIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+                if followedFrom != nil, job.ancestors.contains(identity) {
+                    result.issues.append(ListingIssue(path: path.description, kind: .skipped("symbolic link loop")))
+                    continue
+                }
+                let childFD: Int32 = CString.with(name) { cName in
+                    followedFrom != nil
+                        ? folio_openat(dirFD, cName, O_RDONLY | O_DIRECTORY)
+                        : folio_openat_dir_nofollow(dirFD, cName)
+                }
+                result.items.append(LocalItem(path: path, kind: .folder, size: 0, mtime: mtime, inode: UInt64(info.st_ino)))
+                guard childFD >= 0 else {
+                    result.issues.append(ListingIssue(path: path.description, kind: .unreadable(String(cString: strerror(errno)))))
+                    continue
+                }
+                let child = WalkJob(path: path, fd: childFD, ancestors: symlinks == .follow ? job.ancestors + [identity] : [])
+                if scheduler.shouldShare() {
+                    scheduler.push(child)
+                } else {
+                    read(child, realRoot: realRoot, scheduler: scheduler, into: &result)
+                }
+            default:
+                if isDestination {
+                    result.items.append(LocalItem(path: path, kind: .special, size: 0, mtime: mtime, inode: UInt64(info.st_ino)))
+                } else {
+                    result.issues.append(ListingIssue(path: path.description, kind: .skipped("not a regular file, folder or link (FIFO, socket or device)")))
+                }
+            }
+        }
+    }
+
+    private func display(_ path: RelativePath) -> String { path.isRoot ? rootPath : path.description }
+
+    static func realPath(_ path: UnsafePointer<CChar>) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    static func identity(of fd: Int32) -> DirectoryIdentity? {
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { return nil }
+        return DirectoryIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+    }
+}
+
+struct DirectoryIdentity: Hashable, Sendable {
+    var device: UInt64
+    var inode: UInt64
+}
+
+struct WalkJob: Sendable {
+    var path: RelativePath
+    /// An open descriptor of the folder; whoever pops the job closes it.
+    var fd: Int32
+    /// Folders on the way here, to detect loops through followed links.
+    var ancestors: [DirectoryIdentity]
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what building, testing and the demo need on Debian 12 (run as root). Safe to run again.
+set -euo pipefail
+packages=(
+  pkg-config libssh2-1-dev libcurl4-openssl-dev libsqlite3-dev libsystemd-dev  # build
+  openssh-server openssh-client nginx libnginx-mod-http-dav-ext apache2 python3 util-linux  # test servers
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "folio: these Debian packages are missing: ${missing[*]}; run this script as root" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# The packages enable services we do not want running; tests start their own on 127.0.0.1 high ports.
+for service in nginx apache2 ssh; do
+  systemctl disable --now "$service" >/dev/null 2>&1 || true
+done
