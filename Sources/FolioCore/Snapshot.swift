@@ -42,6 +42,8 @@ public struct ListingIssue: Sendable, Hashable, CustomStringConvertible {
         case skipped(String)
         /// Two names in one folder differ only in Unicode normalisation; both are kept as distinct names.
         case normalizationClash(String)
+        /// Something the operator should know about every run (e.g. `insecure-tls = true`); blocks nothing.
+        case warning(String)
     }
     /// Where, as display text (the path may not be a valid `RelativePath`).
     public var path: String
@@ -62,6 +64,7 @@ public struct ListingIssue: Sendable, Hashable, CustomStringConvertible {
         case .unreadable(let why): "cannot list \(path): \(why)"
         case .skipped(let why): "skipped \(path): \(why)"
         case .normalizationClash(let other): "\(path) and \(other) differ only in Unicode normalisation; both kept"
+        case .warning(let text): "\(path): \(text)"
         }
     }
 }
