@@ -31,17 +31,19 @@ enum LibSSH2 {
 
     // MARK: Session
 
-    static func makeSession(timeoutMilliseconds: Int, keepaliveSeconds: Int) throws(LibSSH2Error) -> OpaquePointer {
+    static func makeSession(timeoutMilliseconds: Int) throws(LibSSH2Error) -> OpaquePointer {
         guard let session = folio_ssh2_session_init(nil) else { throw LibSSH2Error(code: LIBSSH2_ERROR_ALLOC, message: "libssh2_session_init failed") }
         libssh2_session_set_blocking(session, 1)
         // Why: blocking libssh2 calls otherwise wait forever on a silent server.
         libssh2_session_set_timeout(session, timeoutMilliseconds)
-        libssh2_keepalive_config(session, 1, UInt32(keepaliveSeconds))
         return session
     }
 
-    static func handshake(_ session: OpaquePointer, socket: Int32) throws(LibSSH2Error) {
+    /// Key exchange, then keepalives. Why after: libssh2 1.10 fails the key exchange ("Unable to exchange
+    /// encryption keys") when keepalives are configured before it.
+    static func handshake(_ session: OpaquePointer, socket: Int32, keepaliveSeconds: Int) throws(LibSSH2Error) {
         try check(libssh2_session_handshake(session, socket), session)
+        libssh2_keepalive_config(session, 1, UInt32(keepaliveSeconds))
     }
 
     /// The server's host key (raw SSH wire format) and its `LIBSSH2_HOSTKEY_TYPE_*`.

@@ -47,18 +47,18 @@ final class SSHSession {
         let socket = try TCPSocket.connect(host: host, port: port, timeoutSeconds: timeoutSeconds, display: display)
         let session: OpaquePointer
         do {
-            session = try LibSSH2.makeSession(timeoutMilliseconds: timeoutSeconds * 1000, keepaliveSeconds: max(5, timeoutSeconds / 2))
+            session = try LibSSH2.makeSession(timeoutMilliseconds: timeoutSeconds * 1000)
         } catch {
             Glibc.close(socket)
             throw SourceError(.localIO, "cannot create an SSH session for \(display)", underlying: error.description)
         }
         do {
-            try LibSSH2.handshake(session, socket: socket)
+            try LibSSH2.handshake(session, socket: socket, keepaliveSeconds: max(5, timeoutSeconds / 2))
         } catch {
             LibSSH2.free(session)
             Glibc.close(socket)
             if error.isKeyExchangeFailure {
-                throw SourceError(.protocolViolation, "\(display): no key exchange, cipher or host key algorithm in common with the server; it needs ed25519, ECDSA or rsa-sha2 host keys and current ciphers",
+                throw SourceError(.protocolViolation, "\(display): no key exchange, cipher or host key algorithm in common with the server (\(error.message)); it needs ed25519, ECDSA or rsa-sha2 host keys and current ciphers",
                                   underlying: error.description)
             }
             throw SourceError(.unreachable, "\(display): the SSH handshake failed (\(error.message.isEmpty ? LibSSH2Error.name(of: error.code) : error.message)); check that this port is an SSH server and reachable",
