@@ -113,10 +113,24 @@ public final class SSHServer: @unchecked Sendable {
     }
 
     /// Generates another key pair in the server's folder (not authorized), e.g. to test a refused log-in.
-    public func makeUnauthorizedKey(type: String = "ed25519") throws -> String {
+    public func makeUnauthorizedKey(type: String = "ed25519", passphrase: String = "") throws -> String {
         let path = folder.path("other_\(type)_\(UUID().uuidString.prefix(6))")
-        try Self.run("/usr/bin/ssh-keygen", ["-q", "-t", type, "-N", "", "-f", path])
+        try Self.run("/usr/bin/ssh-keygen", ["-q", "-t", type, "-N", passphrase, "-f", path])
         return path
+    }
+
+    /// Adds a key's `.pub` to the server's authorized_keys.
+    public func authorize(_ privateKeyPath: String) throws {
+        let line = try String(contentsOfFile: privateKeyPath + ".pub", encoding: .utf8)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: folder.path("authorized_keys")))
+        defer { try? handle.close() }
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(line.utf8))
+    }
+
+    /// Rewrites the known_hosts file with hashed host names, as `HashKnownHosts yes` leaves it.
+    public func hashKnownHosts() throws {
+        try Self.run("/usr/bin/ssh-keygen", ["-H", "-f", knownHostsPath])
     }
 
     deinit { stop() }
