@@ -20,20 +20,38 @@ public enum HostKeyTrust {
     /// The known_hosts file Folio uses when a target sets none: `~/.ssh/known_hosts` of the user running it.
     public static var defaultKnownHostsPath: String { SFTPEndpoint.currentUser.home + "/.ssh/known_hosts" }
 
-    /// Connects to `host:port` (key exchange only, no authentication) and returns the key it offers. Blocks.
-    public static func fetch(host: String, port: Int, timeoutSeconds: Int = 30) throws -> HostKey {
+    /// What a known_hosts file says about a server's current key.
+    public enum Standing: Sendable, Equatable {
+        /// The key is listed for this host and port.
+        case trusted
+        /// The host is not listed with a key of this type.
+        case unknown
+        /// The host is listed with a different key of this type: refuse, and do not add a second one.
+        case changed
+    }
+
+    /// Connects to `host:port` (key exchange only, no authentication) and returns the key it offers and what
+    /// `knownHostsPath` says about it. Blocks.
+    public static func fetch(host: String, port: Int, knownHostsPath: String, timeoutSeconds: Int = 30) throws -> (key: HostKey, standing: Standing) {
         let display = "sftp://\(host):\(port)"
         let (session, socket) = try SSHSession.handshake(host: host, port: port, timeoutSeconds: timeoutSeconds, display: display)
         defer {
             LibSSH2.free(session)
             Glibc.close(socket)
         }
-        return try describe(session, host: host, port: port).info
-    }
-
-    /// Whether `key` is already listed for its host in a known_hosts file.
-    public static func isTrusted(_ key: HostKey, in knownHostsPath: String) -> Bool {
-        knownHostsLines(knownHostsPath).contains(key.knownHostsLine)
+        let key = try describe(session, host: host, port: port)
+        let result: LibSSH2.KnownHostResult
+        do {
+            result = try LibSSH2.checkKnownHosts(session, lines: knownHostsLines(knownHostsPath), host: host, port: port, key: key.raw, keyType: key.rawType)
+        } catch {
+            throw SourceError(.localIO, "cannot check \(knownHostsPath)", underlying: error.description)
+        }
+        let standing: Standing = switch result {
+        case .match: .trusted
+        case .notFound: .unknown
+        case .mismatch: .changed
+        }
+        return (key.info, standing)
     }
 
     /// Appends the key's line to a known_hosts file, creating the file (0600) and its folder (0700) if needed.

@@ -25,13 +25,13 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         let error = await snapshotError(try source(server, served.path, knownHosts: knownHosts))
         assertOneLine(error, .authentication, contains: ["folio trust sftp://127.0.0.1:\(server.port)", "ssh-ed25519", fingerprint])
 
-        let key = try HostKeyTrust.fetch(host: server.host, port: server.port, timeoutSeconds: 10)
+        let (key, standing) = try HostKeyTrust.fetch(host: server.host, port: server.port, knownHostsPath: knownHosts, timeoutSeconds: 10)
+        XCTAssertEqual(standing, .unknown)
         XCTAssertEqual(key.keyType, "ssh-ed25519")
         XCTAssertEqual(key.fingerprint, fingerprint)
         XCTAssertTrue(key.knownHostsLine.hasPrefix("[127.0.0.1]:\(server.port) ssh-ed25519 "))
-        XCTAssertFalse(HostKeyTrust.isTrusted(key, in: knownHosts))
         try HostKeyTrust.append(key, to: knownHosts)
-        XCTAssertTrue(HostKeyTrust.isTrusted(key, in: knownHosts))
+        XCTAssertEqual(try HostKeyTrust.fetch(host: server.host, port: server.port, knownHostsPath: knownHosts, timeoutSeconds: 10).standing, .trusted)
         var info = stat()
         XCTAssertEqual(stat(home.path("dot-ssh"), &info), 0)
         XCTAssertEqual(info.st_mode & 0o777, 0o700)
@@ -63,6 +63,7 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         XCTAssertThrowsError(try source(server, served.path).makeConnection()) { error in
             XCTAssertEqual((error as? SourceError)?.code, .authentication)
         }
+        XCTAssertEqual(try HostKeyTrust.fetch(host: server.host, port: server.port, knownHostsPath: server.knownHostsPath, timeoutSeconds: 10).standing, .changed)
     }
 
     func testWrongKeyIsRefusedInOneLine() async throws {
