@@ -224,7 +224,7 @@ public final class Destination: Sendable {
 
     /// The partial file's name for one version of one entry: a new version gets a new name, so a partial is
     /// resumed only when the source still has the version it was started from.
-    static func partialName(for entry: Entry) -> String {
+    public static func partialName(for entry: Entry) -> String {
         var hash = TreeDigest()
         hash.add(entry.path.bytes)
         hash.add(UInt64(bitPattern: entry.size))
