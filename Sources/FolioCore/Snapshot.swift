@@ -86,20 +86,23 @@ public struct SnapshotBuilder: Sendable {
     }
 
     /// Sorts, drops exact duplicates (reporting them) and reports names that clash after normalisation.
+    /// Works in place: the entries are never held twice.
     public consuming func finish() -> Snapshot {
-        var sorted = entries
-        sorted.sort { RelativePath.compare($0.path.bytes, $1.path.bytes) < 0 }
-        var unique: [Entry] = []
-        unique.reserveCapacity(sorted.count)
-        for entry in sorted {
-            if let last = unique.last, last.path == entry.path {
-                issues.append(ListingIssue(path: entry.path.description, kind: .skipped("listed twice by the source; kept the first")))
-                continue
+        entries.sort { RelativePath.compare($0.path.bytes, $1.path.bytes) < 0 }
+        if entries.count > 1, zip(entries, entries.dropFirst()).contains(where: { $0.path == $1.path }) {
+            var unique: [Entry] = []
+            unique.reserveCapacity(entries.count)
+            for entry in entries {
+                if let last = unique.last, last.path == entry.path {
+                    issues.append(ListingIssue(path: entry.path.description, kind: .skipped("listed twice by the source; kept the first")))
+                    continue
+                }
+                unique.append(entry)
             }
-            unique.append(entry)
+            entries = unique
         }
-        issues.append(contentsOf: Self.normalizationClashes(in: unique))
-        return Snapshot(sortedEntries: unique, issues: issues)
+        issues.append(contentsOf: Self.normalizationClashes(in: entries))
+        return Snapshot(sortedEntries: entries, issues: issues)
     }
 
     /// Only names with non-ASCII bytes can clash, so the common all-ASCII tree costs one scan. Swift's `String`
