@@ -73,6 +73,18 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertEqual(trashed("b.txt"), ["bravo"])
     }
 
+    func testAfterAnUpdateInsideAFolderTheNextRunIsUnchanged() async throws {
+        source.setFile("d/a.txt", "one")
+        source.setFile("d/b.txt", "two")
+        _ = await run()
+        source.setFile("d/a.txt", "one, edited", mtime: FileTime(seconds: 1_700_000_100))
+        let update = await run()
+        XCTAssertEqual(update.updated, 1)
+        XCTAssertEqual(FixtureTree.mtime(destination.path("d")), 1_600_000_000_000_000_000, "the folder's time is the source's again")
+        let next = await run()
+        XCTAssertEqual(next.result, .unchanged)
+    }
+
     func testTypeChangesBothWays() async throws {
         source.setFile("x", "a file")
         source.setFile("y/inner.txt", "in a folder")
