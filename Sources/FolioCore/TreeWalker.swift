@@ -35,7 +35,7 @@ struct TreeWalker: Sendable {
             return Result(items: [], issues: [ListingIssue(path: rootPath, kind: .unreadable(String(cString: strerror(errno))))])
         }
         scheduler.push(WalkJob(path: .root, fd: duplicate, ancestors: rootIdentity.map { [$0] } ?? []))
-        let results = Mutex<[Result]>([])
+        let results = Locked<[Result]>([])
         let group = DispatchGroup()
         for index in 0..<max(1, threads) {
             // Each walker thread owns the descriptors of the folders it is reading; jobs hand one over whole.
@@ -50,10 +50,14 @@ struct TreeWalker: Sendable {
             }
         }
         group.wait()
+        // Move the per-thread parts out and free each once copied, so the tree is never held twice over.
+        var parts = results.withLock { list in
+            defer { list = [] }
+            return list
+        }
         var merged = Result(items: [], issues: [])
-        let all = results.withLock { $0 }
-        merged.items.reserveCapacity(all.reduce(0) { $0 + $1.items.count })
-        for part in all {
+        merged.items.reserveCapacity(parts.reduce(0) { $0 + $1.items.count })
+        while let part = parts.popLast() {
             merged.items.append(contentsOf: part.items)
             merged.issues.append(contentsOf: part.issues)
         }

@@ -1,0 +1,46 @@
+import ArgumentParser
+import Foundation
+
+/// `folio`: keeps local copies of remote folder trees in step with their source, one way.
+@main
+struct Folio: AsyncParsableCommand {
+    static let version = "0.1.0"
+
+    static let configuration = CommandConfiguration(
+        commandName: "folio",
+        abstract: "Keep local copies of folder trees in step with their source, one way.",
+        discussion: """
+            Exit codes: 0 every target in step; 1 a target's run failed (destination left consistent); 2 usage or \
+            configuration error; 3 finished, but some files failed (retried next run); 4 refused by a safety guard.
+            """,
+        version: "folio \(version)",
+        subcommands: [SyncCommand.self, MirrorCommand.self, StatusCommand.self]
+    )
+
+    /// Parses and runs a command, mapping every error to one line on standard error and a documented exit code
+    /// (usage and configuration mistakes are 2, not argument-parser's 64).
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch let error as CLIError {
+            FileHandle.standardError.write(Data("folio: \(error)\n".utf8))
+            Foundation.exit(ExitStatus.usage.rawValue)
+        } catch let error as ExitCode {
+            Foundation.exit(error.rawValue)
+        } catch {
+            let code = exitCode(for: error)
+            let message = fullMessage(for: error)
+            if code == .success {
+                print(message)
+                Foundation.exit(0)
+            }
+            FileHandle.standardError.write(Data((message.hasPrefix("Error: ") ? "folio: " + message.dropFirst(7) : message + "").utf8 + [0x0A]))
+            Foundation.exit(code.rawValue == 64 ? ExitStatus.usage.rawValue : code.rawValue)
+        }
+    }
+}
