@@ -119,6 +119,17 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         assertOneLine(dnsError, .unreachable, contains: ["cannot resolve host no-such-host.invalid", "sftp://nobody@no-such-host.invalid:22/data"])
     }
 
+    /// A server that accepts the connection and then says nothing (stopped with SIGSTOP) fails the run after the
+    /// timeout instead of hanging it.
+    func testSilentServerTimesOut() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-silent")
+        XCTAssertEqual(kill(server.pid, SIGSTOP), 0)
+        defer { kill(server.pid, SIGCONT) }
+        let error = await snapshotError(try source(server, served.path, timeout: 1))
+        assertOneLine(error, .unreachable, contains: ["sftp://\(server.user)@127.0.0.1:\(server.port)", "handshake"])
+    }
+
     /// More connections at once than sshd's MaxStartups (10): the handshake gate keeps every one of them alive.
     func testManySimultaneousConnectionsAllSucceed() throws {
         let server = try SSHServer()

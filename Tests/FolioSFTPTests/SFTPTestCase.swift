@@ -14,9 +14,9 @@ class SFTPTestCase: XCTestCase {
     }
 
     func source(_ server: SSHServer, _ root: String, method: SFTPLister.Method = .automatic, identity: String? = nil,
-                knownHosts: String? = nil, symlinks: ListingOptions.SymlinkPolicy = .skip) throws -> SFTPSource {
+                knownHosts: String? = nil, symlinks: ListingOptions.SymlinkPolicy = .skip, timeout: Int = 10) throws -> SFTPSource {
         var source = try SFTPSource(location: SourceLocation(parsing: server.url(root)), settings: settings(server, identity: identity, knownHosts: knownHosts),
-                                    timeout: 10, transfers: 4, symlinks: symlinks)
+                                    timeout: timeout, transfers: 4, symlinks: symlinks)
         source.listingMethod = method
         return source
     }
