@@ -16,6 +16,10 @@ struct SSHAuthenticator {
         var rsaKey: String?
         if methods.contains("publickey") {
             for keyPath in keyFiles() {
+                guard FileManager.default.isReadableFile(atPath: keyPath) else {
+                    throw SourceError(.authentication, "identity \(keyPath) for \(endpoint.hostURL) does not exist or is not readable by this user; check the identity setting",
+                                      isRetryable: false)
+                }
                 tried.append("key \(keyPath)")
                 if Self.isRSAKey(keyPath) { rsaKey = keyPath }
                 let passphrase = try endpoint.passphraseFile.map { path throws(SourceError) in try readSecret(path, what: "passphrase-file") }

@@ -81,12 +81,18 @@ final class SSHSession {
         case .match:
             return
         case .notFound:
-            throw SourceError(.authentication, "\(endpoint.hostURL) is not a known host (\(key.info.keyType) key \(key.info.fingerprint) is not in \(endpoint.knownHostsPath)); if that fingerprint is right, run: folio trust \(endpoint.hostURL)",
+            throw SourceError(.authentication, "\(endpoint.hostURL) is not a known host (\(key.info.keyType) key \(key.info.fingerprint) is not in \(endpoint.knownHostsPath)); if that fingerprint is right, run: \(trustCommand(endpoint))",
                               isRetryable: false)
         case .mismatch:
-            throw SourceError(.authentication, "HOST KEY CHANGED for \(endpoint.hostURL): it now offers \(key.info.keyType) \(key.info.fingerprint), which does not match \(endpoint.knownHostsPath); refusing to connect (possible man-in-the-middle); if the server was reinstalled, remove its old line from that file and run: folio trust \(endpoint.hostURL)",
+            throw SourceError(.authentication, "HOST KEY CHANGED for \(endpoint.hostURL): it now offers \(key.info.keyType) \(key.info.fingerprint), which does not match \(endpoint.knownHostsPath); refusing to connect (possible man-in-the-middle); if the server was reinstalled, remove its old line from that file and run: \(trustCommand(endpoint))",
                               isRetryable: false)
         }
+    }
+
+    /// The `folio trust` command for this server, naming the known_hosts file when it is not the default one.
+    private static func trustCommand(_ endpoint: SFTPEndpoint) -> String {
+        let command = "folio trust \(endpoint.hostURL)"
+        return endpoint.knownHostsPath == HostKeyTrust.defaultKnownHostsPath ? command : command + " --known-hosts \(endpoint.knownHostsPath)"
     }
 
     // MARK: Operations (each maps libssh2's error to SourceError at the caller, which knows the path)

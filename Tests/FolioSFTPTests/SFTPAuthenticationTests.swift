@@ -23,7 +23,7 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         let fingerprint = try server.hostKeyFingerprint()
 
         let error = await snapshotError(try source(server, served.path, knownHosts: knownHosts))
-        assertOneLine(error, .authentication, contains: ["folio trust sftp://127.0.0.1:\(server.port)", "ssh-ed25519", fingerprint])
+        assertOneLine(error, .authentication, contains: ["folio trust sftp://127.0.0.1:\(server.port) --known-hosts \(knownHosts)", "ssh-ed25519", fingerprint])
 
         let (key, standing) = try HostKeyTrust.fetch(host: server.host, port: server.port, knownHostsPath: knownHosts, timeoutSeconds: 10)
         XCTAssertEqual(standing, .unknown)
@@ -72,6 +72,23 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         let wrongKey = try server.makeUnauthorizedKey()
         let error = await snapshotError(try source(server, served.path, identity: wrongKey))
         assertOneLine(error, .authentication, contains: ["sftp://127.0.0.1:\(server.port)", "refused to log in \(server.user)", wrongKey, "authorized_keys"])
+    }
+
+    func testECDSAKeyLogsIn() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-ecdsa")
+        FixtureTree.write(served.path, "a.txt", "alpha\n")
+        let key = try server.makeUnauthorizedKey(type: "ecdsa")
+        try server.authorize(key)
+        let snapshot = try await source(server, served.path, identity: key).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["a.txt"])
+    }
+
+    func testMissingIdentityFileIsNamed() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-no-key")
+        let error = await snapshotError(try source(server, served.path, identity: served.path("no-such-key")))
+        assertOneLine(error, .authentication, contains: [served.path("no-such-key"), "does not exist"])
     }
 
     func testRSAKeyGetsTheSHA1Explanation() async throws {
