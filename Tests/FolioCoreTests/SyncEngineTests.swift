@@ -218,6 +218,14 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination.path(".folio/trash")), [])
     }
 
+    func testTrashOlderThanTrashDaysIsPurged() async throws {
+        source.setFile("a", "a")
+        FixtureTree.write(destination.path(".folio/trash/20200101-000000-old"), "x", "old removal")
+        FixtureTree.write(destination.path(".folio/trash/29990101-000000-new"), "y", "recent removal")
+        _ = await run()
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination.path(".folio/trash")), ["29990101-000000-new"])
+    }
+
     func testDryRunChangesNothing() async throws {
         source.setFile("a", "a")
         let report = await run(dryRun: true)
