@@ -57,7 +57,7 @@ struct SFTPLister: Sendable {
             pending = level.folders
         }
         var builder = SnapshotBuilder(reservingCapacity: listing.entries.count)
-        builder.append(contentsOf: listing.entries)
+        for entry in listing.entries { builder.append(entry) }
         builder.note(contentsOf: listing.issues)
         return builder.finish()
     }
