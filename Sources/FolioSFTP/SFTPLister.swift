@@ -10,14 +10,27 @@ struct SFTPLister: Sendable {
     let endpoint: SFTPEndpoint
     let options: ListingOptions
     let method: Method
+    /// Where the listing sessions go once the listing succeeded, for the first download workers.
+    let idle: IdleSessions
 
     /// The most bytes an exec listing may produce (about five million entries) before Folio gives up on it.
     static let execOutputLimit = 512 << 20
 
     func snapshot() async throws -> Snapshot {
-        let sessions = max(1, min(options.parallelism, HandshakeGate.limit))
         var workers = [SessionWorker(endpoint: endpoint, label: "list0")]
-        defer { workers.forEach { $0.close() } }
+        do {
+            let snapshot = try await list(with: &workers)
+            for worker in workers { await worker.park(in: idle) }
+            return snapshot
+        } catch {
+            workers.forEach { $0.close() }
+            throw error
+        }
+    }
+
+    /// Lists the tree, adding sessions to `workers` as the readdir levels widen.
+    private func list(with workers: inout [SessionWorker]) async throws -> Snapshot {
+        let sessions = max(1, min(options.parallelism, HandshakeGate.limit))
         let endpoint = self.endpoint
         let realRoot = try await workers[0].run { session in try Self.resolveRoot(session, endpoint) }
         let classifier = EntryClassifier(realRoot: realRoot, options: options)

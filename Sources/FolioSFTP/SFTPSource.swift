@@ -7,14 +7,16 @@ import FolioCore
 /// few sessions; each download worker gets its own session.
 public struct SFTPSource: Source {
     let endpoint: SFTPEndpoint
+    /// Sessions left open by the last listing, up to `transfers`, for the first download workers.
+    private let idle: IdleSessions
     /// Which listing path to take; tests pin one to compare them.
     var listingMethod: SFTPLister.Method = .automatic
     private let location: SourceLocation
 
     /// Builds the source without touching the network. `timeout` (seconds) bounds connecting and every
-    /// operation. `transfers` (the engine's download workers, each opening a connection) and `symlinks` are
-    /// accepted for symmetry with the other sources: handshakes are bounded process-wide whatever the count, and
-    /// listing follows `ListingOptions.symlinks`, which the engine sets from the same target setting.
+    /// operation. `transfers` (the engine's download workers, each opening a connection) bounds how many listing
+    /// sessions are kept open for them. `symlinks` is accepted for symmetry with the other sources: listing
+    /// follows `ListingOptions.symlinks`, which the engine sets from the same target setting.
     public init(location: SourceLocation, settings: SourceSettings, timeout: Int, transfers: Int, symlinks: ListingOptions.SymlinkPolicy) throws {
         guard case let .sftp(user, host, port, path) = location.kind else {
             throw SourceError(.protocolViolation, "\(location) is not an sftp:// URL")
@@ -29,6 +31,7 @@ public struct SFTPSource: Source {
             knownHostsPath: settings.knownHosts.map(SFTPEndpoint.expandingHome) ?? HostKeyTrust.defaultKnownHostsPath,
             timeoutSeconds: max(1, timeout))
         self.location = location
+        idle = IdleSessions(capacity: max(0, transfers))
     }
 
     public var displayName: String { location.description }
@@ -37,11 +40,12 @@ public struct SFTPSource: Source {
     public var features: SourceFeatures { SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true) }
 
     public func snapshot(options: ListingOptions) async throws -> Snapshot {
-        try await SFTPLister(endpoint: endpoint, options: options, method: listingMethod).snapshot()
+        try await SFTPLister(endpoint: endpoint, options: options, method: listingMethod, idle: idle).snapshot()
     }
 
-    /// Opens a session for one download worker, on its thread; handshakes are bounded process-wide.
+    /// Gives one download worker a session, on its thread: one the listing left open if it still answers,
+    /// else a new one (handshakes are bounded process-wide).
     public func makeConnection() throws -> any SourceConnection {
-        SFTPConnection(session: try SSHSession.open(endpoint))
+        SFTPConnection(session: try idle.take() ?? SSHSession.open(endpoint))
     }
 }

@@ -31,6 +31,17 @@ final class SessionWorker: @unchecked Sendable {
         }
     }
 
+    /// Hands the open session (if any) to `pool` for a download worker, after any work already queued.
+    func park(in pool: IdleSessions) async {
+        await withCheckedContinuation { continuation in
+            queue.async {
+                if let session = self.session { pool.put(session) }
+                self.session = nil
+                continuation.resume()
+            }
+        }
+    }
+
     /// Closes the session on its queue, after any work already queued.
     func close() {
         queue.async {

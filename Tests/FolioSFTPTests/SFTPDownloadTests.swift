@@ -7,6 +7,39 @@ import XCTest
 
 /// Downloads survive a server crash: the error fails the run, and the partial file resumes from its offset.
 final class SFTPDownloadTests: SFTPTestCase {
+    /// Runs blocking connection work on its own queue, as the engine's workers do, and awaits it.
+    private static func onWorker<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue(label: "test.worker").async { continuation.resume(with: Result { try body() }) }
+        }
+    }
+
+    /// The listing's session serves the first download worker: two workers after an exec listing cost two
+    /// log-ins in total, not three.
+    func testListingSessionIsReusedByTheFirstDownloadWorker() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-reuse")
+        FixtureTree.write(served.path, "a.txt", "alpha\n")
+        let source = try source(server, served.path, method: .execOnly)
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        let entry = try XCTUnwrap(snapshot.entry(at: try RelativePath(validating: "a.txt")))
+        let scratch = TemporaryDirectory("sftp-reuse-out")
+        let contents = try await Self.onWorker {
+            let first = try source.makeConnection()
+            let second = try source.makeConnection()
+            defer {
+                first.close()
+                second.close()
+            }
+            return try [first, second].enumerated().map { index, connection in
+                try SourceConformance.download(entry, with: connection, into: scratch.path("out\(index)"), from: 0)
+            }
+        }
+        XCTAssertEqual(contents, [Array("alpha\n".utf8), Array("alpha\n".utf8)])
+        let log = try String(contentsOfFile: server.logPath, encoding: .utf8)
+        XCTAssertEqual(log.components(separatedBy: "Accepted publickey").count - 1, 2, log)
+    }
+
     func testServerKilledMidTransferThenDownloadResumesFromThePartialFile() throws {
         let server = try SSHServer()
         let served = TemporaryDirectory("sftp-kill")
