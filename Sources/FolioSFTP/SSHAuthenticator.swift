@@ -46,7 +46,11 @@ struct SSHAuthenticator {
             do {
                 try LibSSH2.authenticateWithPassword(session, user: user, password: password)
                 return
-            } catch {}
+            } catch where error.isConnectionLoss {
+                throw SourceError(.unreachable, "lost the connection to \(endpoint.hostURL) while logging in", underlying: error.description)
+            } catch {
+                // Refused: fall through to the one-line authentication error below.
+            }
         }
         if let rsaKey {
             throw SourceError(.authentication, "\(endpoint.hostURL) refused \(user)'s RSA key \(rsaKey): libssh2 1.10 signs RSA keys with SHA-1 (ssh-rsa), which OpenSSH 8.8 and later refuse; use an ed25519 or ECDSA key (ssh-keygen -t ed25519) and add its .pub to the server's authorized_keys",
