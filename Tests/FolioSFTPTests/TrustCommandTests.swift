@@ -2,16 +2,9 @@ import FolioTestSupport
 import Foundation
 import XCTest
 
-/// `folio trust` run as a user runs it. The lead registers the command in the root command at merge; until
-/// then the binary does not know it and these tests say so (skipped), rather than pass.
+/// `folio trust` run as a user runs it.
 final class TrustCommandTests: XCTestCase {
-    private func requireTrustCommand() throws {
-        let help = FolioBinary.run(["--help"])
-        try XCTSkipUnless(help.stdout.contains("trust"), "folio trust is not registered in this build's root command yet")
-    }
-
     func testTrustAsksOnlyOnATerminalTakesYesThenMirrorWorks() throws {
-        try requireTrustCommand()
         let server = try SSHServer()
         let work = TemporaryDirectory("sftp-trust-cli")
         FixtureTree.write(work.path("src"), "a.txt", "alpha\n")
@@ -50,7 +43,6 @@ final class TrustCommandTests: XCTestCase {
     }
 
     func testTrustUsageErrorsExitTwo() throws {
-        try requireTrustCommand()
         let outcome = FolioBinary.run(["trust", "https://example.invalid"])
         XCTAssertEqual(outcome.status, 2, outcome.stderr)
         XCTAssertTrue(outcome.stderr.contains("sftp://"), outcome.stderr)
