@@ -13,6 +13,6 @@ struct Folio: AsyncParsableCommand {
             configuration error; 3 finished, but some files failed (retried next run); 4 refused by a safety guard.
             """,
         version: "folio \(version)",
-        subcommands: [SyncCommand.self, MirrorCommand.self, StatusCommand.self]
+        subcommands: [SyncCommand.self, MirrorCommand.self, StatusCommand.self, DaemonCommand.self]
     )
 }
