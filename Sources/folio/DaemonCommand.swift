@@ -28,7 +28,10 @@ struct DaemonCommand: AsyncParsableCommand {
         do {
             loaded = try Config.load(path: path)
         } catch {
-            throw CLIError.usage(error.description)
+            // Exit 2 (not ArgumentParser's 1): folio.service has RestartPreventExitStatus=2, so systemd does not
+            // restart a daemon in a loop over a configuration only a person can fix.
+            FileHandle.standardError.write(Data("folio: \(error.description)\n".utf8))
+            throw ExitStatus.usage.exitCode
         }
         // Read the notify socket, then hide it from children (on-change hooks must not talk to systemd for us),
         // as sd_notify's unset_environment does. Done before any task runs, while nothing else reads the environment.
