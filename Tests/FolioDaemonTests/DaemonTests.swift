@@ -144,49 +144,93 @@ final class DaemonTests: XCTestCase {
         XCTAssertFalse(socket.lines.contains("WATCHDOG=1"), "\(socket.messages)")
     }
 
-    func testManualRunRespectsTheLockAndSIGTERMMidDownloadLeavesAResumablePartial() throws {
-        let src = scratch.path("src-docs"), dst = scratch.path("dst-docs")
+    /// A source with a sparse 1 GiB file: long enough to copy that a run is mid-download when the test acts.
+    private func makeBigSource() -> Int64 {
+        let src = scratch.path("src-docs")
         FixtureTree.write(src, "small.txt", "small")
-        // A sparse 1 GiB file: long enough to copy that the daemon is mid-download when the test acts.
         let size: Int64 = 1 << 30
         let fd = open(src + "/big.bin", O_WRONLY | O_CREAT, 0o644)
         XCTAssertEqual(ftruncate(fd, off_t(size)), 0)
         close(fd)
-        writeConfig(target("docs"))
-        let daemon = try startDaemon()
+        return size
+    }
 
-        let partials = dst + "/.folio/partial"
-        func partialBytes() -> Int64 {
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: partials)) ?? []
-            return names.reduce(0) { total, name in
-                var info = stat()
-                return total + (stat(partials + "/" + name, &info) == 0 ? Int64(info.st_size) : 0)
-            }
+    /// Bytes in the destination's partial files.
+    private func partialBytes() -> Int64 {
+        let partials = scratch.path("dst-docs/.folio/partial")
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: partials)) ?? []
+        return names.reduce(0) { total, name in
+            var info = stat()
+            return total + (stat(partials + "/" + name, &info) == 0 ? Int64(info.st_size) : 0)
         }
-        eventually(30, "the download under way") { partialBytes() > 0 }
+    }
 
-        // --now with --no-wait while the daemon holds the target: exit 1, naming the daemon.
+    private func fileSize(_ path: String) -> Int64? {
+        var info = stat()
+        return stat(path, &info) == 0 ? Int64(info.st_size) : nil
+    }
+
+    func testManualRunDuringADaemonRunRespectsTheLockAndStatusShowsTheRun() throws {
+        let size = makeBigSource()
+        let dst = scratch.path("dst-docs")
+        writeConfig(target("docs"))
+        let socket = NotifySocket(path: scratch.path("notify.sock"))
+        defer { socket.close() }
+        // A short watchdog makes the heartbeat (and so STATUS=) tick every 100 ms.
+        let daemon = try startDaemon(environment: ["NOTIFY_SOCKET": socket.address, "WATCHDOG_USEC": "400000"])
+        eventually(30, "the daemon mid-download, saying so in STATUS=") {
+            partialBytes() > 0 && socket.lines.contains { $0.hasPrefix("STATUS=syncing docs: ") && $0.contains("/2 files, ") }
+        }
+        // Freeze it while it holds the target's lock: what follows cannot race with the end of its run.
+        daemon.signal(SIGSTOP)
+        defer { daemon.signal(SIGCONT) }
+
+        let status = try folio(["status"], log: "status.log")
+        XCTAssertTrue(status.output.contains("docs: running at "), status.output)
+        XCTAssertTrue(status.output.contains("  running now (pid \(daemon.pid))"), status.output)
+        let json = try folio(["status", "--json"], log: "status-json.log")
+        XCTAssertTrue(json.output.contains("\"running\":true"), json.output)
+
+        // --no-wait: exit 1 at once, naming the daemon.
         let manual = try folio(["sync", "--now", "--no-wait", "docs"], log: "manual.log")
         XCTAssertEqual(manual.status, 1, manual.output)
         XCTAssertTrue(manual.output.contains("target docs is being synced by pid \(daemon.pid) (started "), manual.output)
 
+        // Without --no-wait: it waits for the daemon's run, then runs, resuming the partial file.
+        let waiting = try DaemonProcess(["sync", "--now", "docs", "--config", configPath], environment: environment, logPath: scratch.path("waiting.log"))
+        children.append(waiting)
+        eventually(20, "the manual run waiting") { waiting.log.contains("target docs is being synced by pid \(daemon.pid)") && waiting.log.contains("waiting") }
+        XCTAssertNil(waiting.waitForExit(seconds: 1), "it waits while the daemon holds the lock")
+
+        daemon.signal(SIGCONT)
         terminate(daemon)
+        XCTAssertEqual(waiting.waitForExit(seconds: 120), 0, waiting.log)
+        XCTAssertEqual(fileSize(dst + "/big.bin"), size)
+        XCTAssertTrue(waiting.log.contains("docs: 2 added, ") || waiting.log.contains("docs: 1 added, "), waiting.log)
+        XCTAssertFalse(waiting.log.contains(" 1.0 GiB in "), "the manual run resumed the daemon's partial file: \(waiting.log)")
+    }
+
+    func testSIGTERMMidDownloadExitsCleanlyAndTheNextDaemonRunResumes() throws {
+        let size = makeBigSource()
+        let dst = scratch.path("dst-docs")
+        writeConfig(target("docs"))
+        let daemon = try startDaemon()
+        eventually(30, "the download under way") { partialBytes() > 0 }
+
+        terminate(daemon)
+        XCTAssertTrue(daemon.log.contains("docs: interrupted after "), daemon.log)
         XCTAssertGreaterThan(partialBytes(), 0, "the partial file stays for resume")
-        XCTAssertFalse(FileManager.default.fileExists(atPath: dst + "/big.bin"), "never half a file under its final name")
+        XCTAssertNil(fileSize(dst + "/big.bin"), "never half a file under its final name")
         let interrupted = try folio(["status", "--json"], log: "status.log")
         XCTAssertTrue(interrupted.output.contains("\"result\":\"interrupted\""), interrupted.output)
         XCTAssertTrue(interrupted.output.contains("\"running\":false"), interrupted.output)
 
-        // The next daemon resumes: the file completes, and the run copied less than the whole file.
+        // The next daemon resumes: the file completes, and its run copied less than the whole file.
         let next = try startDaemon(log: "daemon2.log")
-        eventually(120, "the big file complete") { FileManager.default.fileExists(atPath: dst + "/big.bin") }
-        var info = stat()
-        XCTAssertEqual(stat(dst + "/big.bin", &info), 0)
-        XCTAssertEqual(Int64(info.st_size), size)
+        eventually(120, "the big file complete") { fileSize(dst + "/big.bin") == size }
+        eventually(20, "the run's summary") { lines(next.log, containing: "docs: ").contains { $0.contains(" added, ") } }
         terminate(next)
-        // The resumed run's summary: only the rest of the big file was copied, not all 1.0 GiB of it.
         let resumed = lines(next.log, containing: "docs: ").first { $0.contains(" added, ") }
-        XCTAssertNotNil(resumed, next.log)
         XCTAssertFalse(resumed?.contains(" 1.0 GiB in ") ?? true, "the resumed run copied only the rest: \(resumed ?? "")")
     }
 
