@@ -79,8 +79,13 @@ actor Scheduler: Service {
             notifier?.send("STOPPING=1\nSTATUS=stopping: cancelling the transfers in flight")
             logger.notice("stopping: cancelling the transfers in flight; partial files are kept for the next run")
         }
-        let pid = self.pid
-        await Self.offPool { try? database.forgetSchedules(keeping: []) }
+        // On the status queue, after the writes the ended runs queued: a stopped daemon leaves no schedule behind.
+        await withCheckedContinuation { continuation in
+            statusQueue.async {
+                try? database.forgetSchedules(keeping: [])
+                continuation.resume()
+            }
+        }
         logger.notice("folio daemon stopped (pid \(pid))")
     }
 
@@ -181,48 +186,51 @@ actor Scheduler: Service {
 
     // MARK: runs
 
-    /// One run attempt of one target, then its rescheduling. Runs off the actor: the schedule stays responsive.
+    /// One run attempt of one target, its hook, then its rescheduling. Runs off the actor: the schedule stays
+    /// responsive while targets sync.
     private nonisolated func runOne(_ target: TargetConfig) async {
         let outcome = await attempt(target)
+        if case .ran(let report) = outcome {
+            let database = self.database, pid = self.pid
+            statusQueue.async { try? database.setProgress(target: target.name, daemonPID: pid, nil) }
+            // A shutdown skips the hook: the next run's changes will run it.
+            if !target.onChange.isEmpty, !report.changedPaths.isEmpty, !Task.isCancelled {
+                await ChangeHook(command: target.onChange, target: target.name).run(changedPaths: report.changedPaths, logger: reporter.logger)
+            }
+        }
         await finished(target.name, outcome)
     }
 
+    /// Takes the target's lock (never waiting for it) and runs the target.
     private nonisolated func attempt(_ target: TargetConfig) async -> Outcome {
-        let report: RunReport
+        let source: any Source
         do {
-            let source: any Source
-            do {
-                source = try SourceFactory.make(for: target)
-            } catch {
-                return .ran(failedToStart(target, "\(error)"))
-            }
-            let directory = stateDirectory
-            let lock: Result<TargetLock, TargetLock.Failure> = await withCheckedContinuation { continuation in
-                // flock and the lock file's open: off the cooperative pool. Never waits: a busy target is retried.
-                DispatchQueue.global().async {
-                    continuation.resume(returning: Result { () throws(TargetLock.Failure) -> TargetLock in
-                        try TargetLock.acquire(target: target.name, stateDirectory: directory, wait: false) { _ in }
-                    })
-                }
-            }
-            switch lock {
-            case .failure(.busy(let holder)): return .busy(holder)
-            case .failure(.io(let message)): return .ran(failedToStart(target, message))
-            case .success(let held):
-                let progress = TransferProgress()
-                reporter.watch(target: target.name, progress: progress)
-                report = await engine.run(target, source: source, options: SyncEngine.RunOptions(trigger: .automatic), progress: progress)
-                // Why here: the lock is held for the run only; the hook below may take its time.
-                withExtendedLifetime(held) {}
+            source = try SourceFactory.make(for: target)
+        } catch {
+            return .ran(failedToStart(target, "\(error)"))
+        }
+        let directory = stateDirectory
+        let lock: Result<TargetLock, TargetLock.Failure> = await withCheckedContinuation { continuation in
+            // open and flock: off the cooperative pool. Never waits: a busy target is retried later.
+            DispatchQueue.global().async {
+                continuation.resume(returning: Result { () throws(TargetLock.Failure) -> TargetLock in
+                    try TargetLock.acquire(target: target.name, stateDirectory: directory, wait: false) { _ in }
+                })
             }
         }
-        let database = self.database, pid = self.pid
-        statusQueue.async { try? database.setProgress(target: target.name, daemonPID: pid, nil) }
-        // A shutdown skips the hook: the next run's changes will run it.
-        if !target.onChange.isEmpty, !report.changedPaths.isEmpty, !Task.isCancelled {
-            await ChangeHook(command: target.onChange, target: target.name).run(changedPaths: report.changedPaths, logger: reporter.logger)
+        switch lock {
+        case .failure(.busy(let holder)):
+            return .busy(holder)
+        case .failure(.io(let message)):
+            return .ran(failedToStart(target, message))
+        case .success(let held):
+            let progress = TransferProgress()
+            reporter.watch(target: target.name, progress: progress)
+            let report = await engine.run(target, source: source, options: SyncEngine.RunOptions(trigger: .automatic), progress: progress)
+            // The lock covers the run only; it is released here, before the hook, which may take its time.
+            withExtendedLifetime(held) {}
+            return .ran(report)
         }
-        return .ran(report)
     }
 
     private nonisolated func failedToStart(_ target: TargetConfig, _ message: String) -> RunReport {
