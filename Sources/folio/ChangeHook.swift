@@ -29,20 +29,35 @@ struct ChangeHook: Sendable {
         case .success(let started):
             (pid, stdinWriter) = started
         }
+        // Why a lock and a flag: a pid may be signalled only until it is reaped (then the kernel may give it to
+        // another process). The waiter reaps under the lock after setting `reaped`; signals are sent under the
+        // same lock only while it is false.
+        let reaped = Locked(false)
         let status: Int32 = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                // Writing to a pipe and waitpid block: on a dispatch thread, never on the cooperative pool.
+                // Writing to a pipe and waiting for a child block: on a dispatch thread, never on the cooperative pool.
                 DispatchQueue.global().async {
                     Self.writeAll(input, to: stdinWriter)
                     close(stdinWriter)
-                    var status: Int32 = 0
-                    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+                    var info = siginfo_t()
+                    // Wait for the exit without reaping: the zombie keeps the pid reserved until the lock below.
+                    while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
+                    let status = reaped.withLock { reaped in
+                        reaped = true
+                        var status: Int32 = 0
+                        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+                        return status
+                    }
                     continuation.resume(returning: status)
                 }
             }
         } onCancel: {
-            // Why kill and not abandon: the daemon is stopping and must not leave a child behind.
-            kill(pid, SIGTERM)
+            // The daemon is stopping and must not leave a child behind: SIGTERM now, SIGKILL if it lingers, so the
+            // stop stays within its 10 s.
+            Self.signal(pid, SIGTERM, unless: reaped)
+            DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(Self.killAfterSeconds)) {
+                Self.signal(pid, SIGKILL, unless: reaped)
+            }
         }
         let exited = status & 0x7f == 0
         if exited && (status >> 8) & 0xff == 0 {
@@ -51,6 +66,15 @@ struct ChangeHook: Sendable {
             logger.warning("\(target): on-change hook \(arguments[0]) exited with status \((status >> 8) & 0xff); it is not retried (the next change runs it again)")
         } else {
             logger.warning("\(target): on-change hook \(arguments[0]) was killed by signal \(status & 0x7f); it is not retried")
+        }
+    }
+
+    /// How long a hook may take to end after SIGTERM when the daemon stops.
+    private static let killAfterSeconds = 4
+
+    private static func signal(_ pid: pid_t, _ number: Int32, unless reaped: Locked<Bool>) {
+        reaped.withLock { reaped in
+            if !reaped { kill(pid, number) }
         }
     }
 

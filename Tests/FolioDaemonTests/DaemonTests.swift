@@ -287,6 +287,21 @@ final class DaemonTests: XCTestCase {
         terminate(daemon)
     }
 
+    func testStopEndsAHookThatIgnoresSIGTERMAndStillExitsWithin10Seconds() throws {
+        FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
+        let pidFile = scratch.path("hook.pid")
+        let hook = "echo $$ > \(pidFile); trap '' TERM; while :; do sleep 0.1; done"
+        writeConfig(target("docs", extra: "on-change = [\"/bin/sh\", \"-c\", \"\(hook)\"]"))
+        let daemon = try startDaemon()
+        eventually(20, "the hook running") { (text(pidFile).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) != nil }
+        let hookPID = Int32(text(pidFile)!.trimmingCharacters(in: .whitespacesAndNewlines))!
+        XCTAssertEqual(kill(hookPID, 0), 0, "the hook runs")
+
+        terminate(daemon)
+        XCTAssertTrue(daemon.log.contains("docs: on-change hook /bin/sh was killed by signal 9"), daemon.log)
+        XCTAssertEqual(kill(hookPID, 0), -1, "no hook left behind")
+    }
+
     func testAnInvalidConfigurationStopsTheDaemonAtOnceWithStatus2() throws {
         _ = FileManager.default.createFile(atPath: configPath, contents: Data("[[target]]\nname = 1\n".utf8))
         let result = try folio(["daemon"], log: "invalid.log")
