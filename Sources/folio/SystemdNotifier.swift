@@ -38,17 +38,16 @@ final class SystemdNotifier: Sendable {
 
     deinit { close(fd) }
 
-    /// Sends one message, e.g. "READY=1" or "STATUS=syncing photos"; false when the socket refused it.
-    @discardableResult
-    func send(_ message: String) -> Bool {
+    /// Sends one message, e.g. "READY=1" or "STATUS=syncing photos". A failure is ignored, as sd_notify's callers
+    /// do: systemd may not be listening (yet, or any more), and the daemon's work does not depend on it.
+    func send(_ message: String) {
         var target = address
         let bytes = Array(message.utf8)
-        let sent = withUnsafePointer(to: &target) { pointer in
+        _ = withUnsafePointer(to: &target) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
                 bytes.withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL), socketAddress, addressLength) }
             }
         }
-        return sent == bytes.count
     }
 
     /// `WATCHDOG_USEC`, when `WATCHDOG_PID` is absent or names this process (as sd_watchdog_enabled(3) checks).
