@@ -302,6 +302,32 @@ final class DaemonTests: XCTestCase {
         XCTAssertEqual(kill(hookPID, 0), -1, "no hook left behind")
     }
 
+    func testParallelTargetsCapsHowManyRunAtOnce() throws {
+        let names = ["alpha", "beta", "gamma"]
+        let size: Int64 = 256 << 20
+        for name in names {
+            FixtureTree.makeFolder(scratch.path(""), "src-" + name)
+            let fd = open(scratch.path("src-\(name)/big.bin"), O_WRONLY | O_CREAT, 0o644)
+            XCTAssertEqual(ftruncate(fd, off_t(size)), 0)
+            close(fd)
+        }
+        writeConfig("parallel-targets = 1\n" + names.map { target($0) }.joined())
+        let socket = NotifySocket(path: scratch.path("notify.sock"))
+        defer { socket.close() }
+        let daemon = try startDaemon(environment: ["NOTIFY_SOCKET": socket.address, "WATCHDOG_USEC": "400000"])
+        eventually(120, "every target mirrored") { names.allSatisfy { fileSize(scratch.path("dst-\($0)/big.bin")) == size } }
+        terminate(daemon)
+
+        // Every STATUS= names at most one running target ("syncing alpha: 0/1 files, 90.0 MiB/s; next: beta now").
+        let running = socket.lines.filter { $0.hasPrefix("STATUS=syncing ") }.map { line in
+            let syncing = line.components(separatedBy: "; next:")[0]
+            return names.filter { syncing.contains($0 + ": ") }
+        }
+        XCTAssertFalse(running.isEmpty, "the status line showed the runs: \(socket.lines)")
+        for targets in running { XCTAssertEqual(targets.count, 1, "\(targets) ran at once with parallel-targets = 1") }
+        XCTAssertEqual(Set(running.flatMap { $0 }).count, 3, "each target ran: \(running)")
+    }
+
     func testAnInvalidConfigurationStopsTheDaemonAtOnceWithStatus2() throws {
         _ = FileManager.default.createFile(atPath: configPath, contents: Data("[[target]]\nname = 1\n".utf8))
         let result = try folio(["daemon"], log: "invalid.log")
