@@ -72,12 +72,12 @@ actor Scheduler: Service {
             logger.warning("no enabled target in \(configPath) has mode automatic or both; nothing will run until a reload brings one")
         }
         notifier?.send("READY=1\nSTATUS=\(statusLine())")
-        let notifier = self.notifier
+        let notifier = self.notifier, reporter = self.reporter
         await withGracefulShutdownHandler {
             await cancelWhenGracefulShutdown { await self.loop(hangups) }
         } onGracefulShutdown: {
             notifier?.send("STOPPING=1\nSTATUS=stopping: cancelling the transfers in flight")
-            logger.notice("stopping: cancelling the transfers in flight; partial files are kept for the next run")
+            reporter.logger.notice("stopping: cancelling the transfers in flight; partial files are kept for the next run")
         }
         // On the status queue, after the writes the ended runs queued: a stopped daemon leaves no schedule behind.
         await withCheckedContinuation { continuation in
@@ -86,7 +86,7 @@ actor Scheduler: Service {
                 continuation.resume()
             }
         }
-        logger.notice("folio daemon stopped (pid \(pid))")
+        reporter.logger.notice("folio daemon stopped (pid \(pid))")
     }
 
     /// The scheduling loop, with the reload watcher and the heartbeat beside it; returns once cancelled (graceful
