@@ -234,6 +234,23 @@ final class DaemonTests: XCTestCase {
         XCTAssertFalse(resumed?.contains(" 1.0 GiB in ") ?? true, "the resumed run copied only the rest: \(resumed ?? "")")
     }
 
+    func testSIGTERMBeforeTheDownloadsRecordsTheRunAsInterruptedNotFailed() throws {
+        // 20,000 small files: listing and creating them takes long enough to stop the run midway.
+        let src = scratch.path("src-docs")
+        for folder in 0..<100 {
+            FixtureTree.makeFolder(src, "d\(folder)")
+            for file in 0..<200 { FixtureTree.write(src, "d\(folder)/f\(file)", "x") }
+        }
+        _ = FileManager.default.createFile(atPath: configPath, contents: Data(("log-level = \"debug\"\n" + target("docs")).utf8))
+        let daemon = try startDaemon()
+        eventually(30, "the run listing its source") { daemon.log.contains("docs: listing") }
+        terminate(daemon)
+        XCTAssertTrue(daemon.log.contains("docs: interrupted after "), daemon.log)
+        XCTAssertFalse(daemon.log.contains("docs: failed"), daemon.log)
+        let status = try folio(["status", "--json"], log: "status.log")
+        XCTAssertTrue(status.output.contains("\"result\":\"interrupted\""), status.output)
+    }
+
     func testSIGHUPWithABrokenConfigKeepsTheOldOneAndAGoodOneIsApplied() throws {
         FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
         FixtureTree.write(scratch.path("src-more"), "m.txt", "more")
