@@ -55,13 +55,12 @@ struct DaemonCommand: AsyncParsableCommand {
         let reporter = LogReporter(logger: logger)
         let scheduler = Scheduler(config: loaded, configPath: path, stateDirectory: directory, database: database,
                                   reporter: reporter, notifier: notifier)
-        var configuration = ServiceGroupConfiguration(
+        // The scheduler turns a graceful shutdown into cancellation of its runs at once, and bounds the stop
+        // itself (Scheduler.stopLimitSeconds), so the group needs no shutdown timeout of its own.
+        let configuration = ServiceGroupConfiguration(
             services: [.init(service: scheduler, successTerminationBehavior: .gracefullyShutdownGroup)],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger)
-        // systemd waits 90 s by default and the promise is 10 s: runs stop between chunks well before 8 s, and past
-        // that the group is cancelled (the runs record themselves as interrupted either way).
-        configuration.maximumGracefulShutdownDuration = .seconds(8)
         let group = ServiceGroup(configuration: configuration)
         do {
             try await group.run()

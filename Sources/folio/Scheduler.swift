@@ -45,6 +45,9 @@ actor Scheduler: Service {
     private var config: Config
     private var slots: [String: Slot] = [:]
 
+    /// How long a stop may wait for the runs in flight before the process exits anyway.
+    private static let stopLimitSeconds = 9
+
     /// Progress lines in the log, at most this often per running target.
     private static let progressLogEvery: Duration = .seconds(15)
     /// A target whose lock another process holds is tried again this soon (or at its interval, if shorter).
@@ -78,6 +81,15 @@ actor Scheduler: Service {
         } onGracefulShutdown: {
             notifier?.send("STOPPING=1\nSTATUS=stopping: cancelling the transfers in flight")
             reporter.logger.notice("stopping: cancelling the transfers in flight; partial files are kept for the next run")
+            // The promise is an exit within 10 s. Transfers stop between chunks in well under that, but a step
+            // that does not check for cancellation (a huge listing, a state database locked by another process)
+            // could hold the stop; past the limit the process ends anyway. Nothing is lost: partial files stay,
+            // the state database is consistent at every commit, and the next run closes the runs left 'running'
+            // as interrupted.
+            DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(Self.stopLimitSeconds)) {
+                reporter.logger.error("stopping: the runs in flight did not end within \(Self.stopLimitSeconds) s; exiting now (partial files stay, the next run records these runs as interrupted)")
+                _exit(0)
+            }
         }
         // On the status queue, after the writes the ended runs queued: a stopped daemon leaves no schedule behind.
         await withCheckedContinuation { continuation in

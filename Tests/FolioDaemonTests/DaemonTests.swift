@@ -251,6 +251,34 @@ final class DaemonTests: XCTestCase {
         XCTAssertTrue(status.output.contains("\"result\":\"interrupted\""), status.output)
     }
 
+    func testAStopHeldUpByALockedStateDatabaseStillExitsWithin10Seconds() throws {
+        FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
+        _ = FileManager.default.createFile(atPath: configPath, contents: Data(("log-level = \"debug\"\n" + target("docs")).utf8))
+        let daemon = try startDaemon()
+        eventually(20, "first sync") { text(scratch.path("dst-docs/a.txt")) == "first" }
+
+        // Another process holds the state database's write lock (for 30 s at most): the next run waits on it.
+        let marker = scratch.path("locked")
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        holder.arguments = ["python3", "-c", """
+            import sqlite3, sys, time
+            db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
+            db.execute('BEGIN EXCLUSIVE')
+            open(sys.argv[2], 'w').close()
+            time.sleep(30)
+            """, stateDirectory + "/state.sqlite", marker]
+        try holder.run()
+        defer { if holder.isRunning { kill(holder.processIdentifier, SIGKILL); holder.waitUntilExit() } }
+        eventually(20, "the database locked") { FileManager.default.fileExists(atPath: marker) }
+        let checks = lines(daemon.log, containing: "docs: checking ").count
+        eventually(20, "a run waiting on the lock") { lines(daemon.log, containing: "docs: checking ").count > checks }
+        usleep(300_000)
+
+        terminate(daemon)
+        XCTAssertTrue(daemon.log.contains("stopping: the runs in flight did not end within 9 s; exiting now"), daemon.log)
+    }
+
     func testSIGHUPWithABrokenConfigKeepsTheOldOneAndAGoodOneIsApplied() throws {
         FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
         FixtureTree.write(scratch.path("src-more"), "m.txt", "more")
