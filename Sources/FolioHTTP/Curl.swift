@@ -259,12 +259,10 @@ private func curlWriteCallback(_ buffer: UnsafeMutablePointer<CChar>?, _ size: I
         if transfer.streaming {
             try transfer.onBody(bytes)
         } else {
-            guard transfer.collected.count + length <= transfer.bodyLimit else {
-                // Error pages are cut short silently; a listing that outgrows its bound is refused by the caller.
-                transfer.collected.append(contentsOf: bytes.prefix(max(0, transfer.bodyLimit - transfer.collected.count)))
-                throw HTTPClient.BodyTooLarge(limit: transfer.bodyLimit)
-            }
-            transfer.collected.append(contentsOf: bytes)
+            let room = max(0, transfer.bodyLimit - transfer.collected.count)
+            // A listing that outgrows its bound is refused; an error page (or a redirect's body) is cut short.
+            if length > room, (200..<300).contains(transfer.status) { throw HTTPClient.BodyTooLarge(limit: transfer.bodyLimit) }
+            transfer.collected.append(contentsOf: bytes.prefix(room))
         }
         return length
     } catch {
