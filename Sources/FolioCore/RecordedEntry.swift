@@ -31,8 +31,11 @@ public struct RecordedEntry: Sendable, Hashable {
     }
 
     /// Whether the local item is still exactly what Folio left there.
+    /// A folder counts as left as written while it is the same folder: its mtime moves with its content.
     public func isLeftAsWritten(_ item: LocalItem) -> Bool {
-        item.inode == localInode && item.mtime == localMtime && (kind == .folder ? item.kind == .folder : item.kind == .file && item.size == size)
+        guard item.inode == localInode else { return false }
+        if kind == .folder { return item.kind == .folder }
+        return item.kind == .file && item.mtime == localMtime && item.size == size
     }
 
     /// Whether the source entry is the version that was copied.

@@ -170,7 +170,8 @@ public struct NameError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 extension String {
-    func leftPadded(to width: Int, with pad: Character = "0") -> String {
+    /// The string padded on the left to `width` characters (for fixed-width numbers).
+    public func leftPadded(to width: Int, with pad: Character = "0") -> String {
         count >= width ? self : String(repeating: pad, count: width - count) + self
     }
 }

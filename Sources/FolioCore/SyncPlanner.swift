@@ -15,7 +15,7 @@ public enum SyncPlanner {
     public static func plan(remote: Snapshot, local: [LocalItem], record: [RelativePath: RecordedEntry], removalsAllowed: Bool) -> SyncPlan {
         var merge = Merge(record: record, removalsAllowed: removalsAllowed)
         merge.run(remote: remote.entries, local: local)
-        return merge.finish()
+        return merge.finish(remote: remote, local: local)
     }
 }
 
@@ -28,7 +28,6 @@ private struct Merge {
     var removingSubtree: Int?
     /// A local subtree left alone because its removal is withheld.
     var keptSubtree: RelativePath?
-    var seenPaths = Set<RelativePath>()
 
     init(record: [RelativePath: RecordedEntry], removalsAllowed: Bool) {
         self.record = record
@@ -54,13 +53,11 @@ private struct Merge {
                     plan.skipped.append(ListingIssue(path: entry.path.description, kind: .skipped(".folio is where Folio keeps its own files at the destination")))
                     continue
                 }
-                seenPaths.insert(entry.path)
                 add(entry)
             } else if order > 0 {
                 remove(local[l], reason: .goneFromSource)
                 l += 1
             } else {
-                seenPaths.insert(remote[r].path)
                 compare(remote[r], local[l])
                 r += 1
                 l += 1
@@ -68,15 +65,28 @@ private struct Merge {
         }
     }
 
-    mutating func finish() -> SyncPlan {
+    mutating func finish(remote: Snapshot, local: [LocalItem]) -> SyncPlan {
         if removalsAllowed {
-            // Gone from the source: the record goes once the local entry is gone too (the engine sees to it).
-            plan.recordDeletions = record.keys.filter { !seenPaths.contains($0) }
+            // Records of paths on neither side; those of removed local entries go with their removal.
+            plan.recordDeletions = record.keys.filter { path in
+                remote.entry(at: path) == nil && !Self.contains(local, path)
+            }
         }
         plan.removals.sort { $0.item.path.depth > $1.item.path.depth }
         plan.folders.sort { $0.path.depth < $1.path.depth }
         plan.folderTimes.sort { $0.path.depth > $1.path.depth }
         return plan
+    }
+
+    private static func contains(_ local: [LocalItem], _ path: RelativePath) -> Bool {
+        var low = 0, high = local.count
+        while low < high {
+            let mid = (low + high) / 2
+            let order = RelativePath.compare(local[mid].path.bytes, path.bytes)
+            if order == 0 { return true }
+            if order < 0 { low = mid + 1 } else { high = mid }
+        }
+        return false
     }
 
     /// Local entries below a folder that goes to the trash (or is kept whole) are accounted to it.

@@ -35,7 +35,7 @@ struct TreeWalker: Sendable {
             return Result(items: [], issues: [ListingIssue(path: rootPath, kind: .unreadable(String(cString: strerror(errno))))])
         }
         scheduler.push(WalkJob(path: .root, fd: duplicate, ancestors: rootIdentity.map { [$0] } ?? []))
-        let results = Mutex<[Result]>([])
+        let results = Locked<[Result]>([])
         let group = DispatchGroup()
         for index in 0..<max(1, threads) {
             // Each walker thread owns the descriptors of the folders it is reading; jobs hand one over whole.

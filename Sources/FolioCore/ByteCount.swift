@@ -1,0 +1,26 @@
+/// Byte counts and rates for people: "1.2 GiB", "38 MB/s".
+public enum ByteCount {
+    public static func format(_ bytes: Int64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(bytes)
+        var unit = 0
+        while value >= 1024 && unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        if unit == 0 { return "\(bytes) B" }
+        return value >= 100 ? "\(Int(value.rounded())) \(units[unit])" : "\(String(format1: value)) \(units[unit])"
+    }
+
+    public static func rate(_ bytesPerSecond: Double) -> String {
+        format(Int64(bytesPerSecond)) + "/s"
+    }
+}
+
+extension String {
+    /// One decimal, without Foundation's locale-dependent formatting.
+    public init(format1 value: Double) {
+        let tenths = Int((value * 10).rounded())
+        self = "\(tenths / 10).\(tenths % 10)"
+    }
+}

@@ -1,0 +1,291 @@
+import CFolioSys
+import Foundation
+import Glibc
+
+/// The destination folder, written only through descriptors: every path is opened one name at a time with
+/// `O_NOFOLLOW` from the root's descriptor, so a symlink planted in the destination cannot redirect a write.
+///
+/// Layout: `<root>/.folio/partial/` holds downloads in progress, `<root>/.folio/trash/<run>/` what a run removed
+/// or replaced, in the same tree shape.
+public final class Destination: Sendable {
+    public let path: String
+    let rootFD: Int32
+    let partialFD: Int32
+    let trashFD: Int32
+
+    /// Opens (and with `create`, makes) the destination and its `.folio` folders.
+    public init(path: String, create: Bool) throws(SourceError) {
+        self.path = path
+        if create, mkdir(path, 0o755) != 0, errno != EEXIST {
+            throw Self.error(errno, "cannot create destination \(path)")
+        }
+        let root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard root >= 0 else { throw Self.error(errno, "cannot open destination \(path)") }
+        var partial: Int32 = -1, trash: Int32 = -1
+        if create {
+            do {
+                let folio = try Self.makeFolder(in: root, name: ".folio", display: path + "/.folio")
+                defer { close(folio) }
+                partial = try Self.makeFolder(in: folio, name: "partial", display: path + "/.folio/partial")
+                trash = try Self.makeFolder(in: folio, name: "trash", display: path + "/.folio/trash")
+            } catch {
+                close(root)
+                if partial >= 0 { close(partial) }
+                throw error
+            }
+        }
+        rootFD = root
+        partialFD = partial
+        trashFD = trash
+    }
+
+    deinit {
+        close(rootFD)
+        if partialFD >= 0 { close(partialFD) }
+        if trashFD >= 0 { close(trashFD) }
+    }
+
+    /// Stats every entry below the root (without `.folio` and excluded entries). Blocking.
+    func scan(exclude: ExcludeFilter, threads: Int) -> TreeWalker.Result {
+        TreeWalker(rootPath: path, symlinks: .skip, exclude: exclude, isDestination: true,
+                   skipAtRoot: [SyncPlanner.reservedName], threads: threads).walk(rootFD: rootFD)
+    }
+
+    // MARK: folders
+
+    /// Opens the folder at `relative` (the root for `.root`), refusing symlinks on the way.
+    func openFolder(_ relative: RelativePath) throws(SourceError) -> Int32 {
+        var fd = dup(rootFD)
+        guard fd >= 0 else { throw Self.error(errno, "cannot open \(path)") }
+        for name in relative.components {
+            let next = CString.with(name) { folio_openat_dir_nofollow(fd, $0) }
+            let code = errno
+            close(fd)
+            guard next >= 0 else {
+                if code == ELOOP || code == ENOTDIR {
+                    throw SourceError(.localIO, "\(path)/\(relative): a symbolic link or file stands where a folder should be; not followed", path: relative)
+                }
+                throw Self.error(code, "cannot open folder \(path)/\(relative)", path: relative)
+            }
+            fd = next
+        }
+        return fd
+    }
+
+    /// Creates a folder whose parent exists; an existing folder is fine.
+    func createFolder(_ relative: RelativePath) throws(SourceError) {
+        let parent = try openFolder(relative.parent ?? .root)
+        defer { close(parent) }
+        let result = CString.with(relative.name) { mkdirat(parent, $0, 0o755) }
+        if result != 0 && errno != EEXIST { throw Self.error(errno, "cannot create folder \(path)/\(relative)", path: relative) }
+    }
+
+    /// Sets an entry's mtime without following a link.
+    func setMtime(_ relative: RelativePath, _ mtime: FileTime) throws(SourceError) {
+        guard mtime.isKnown else { return }
+        let parent = try openFolder(relative.parent ?? .root)
+        defer { close(parent) }
+        var times = [Self.timespec(mtime), Self.timespec(mtime)]
+        let result = relative.isRoot ? futimens(parent, &times) : CString.with(relative.name) { utimensat(parent, $0, &times, AT_SYMLINK_NOFOLLOW) }
+        if result != 0 { throw Self.error(errno, "cannot set the time of \(path)/\(relative)", path: relative) }
+    }
+
+    /// The inode and mtime an entry has now (after Folio put it there), for the state record.
+    func identity(of relative: RelativePath) throws(SourceError) -> (inode: UInt64, mtime: FileTime) {
+        let parent = try openFolder(relative.parent ?? .root)
+        defer { close(parent) }
+        var info = stat()
+        guard CString.with(relative.name, { fstatat(parent, $0, &info, AT_SYMLINK_NOFOLLOW) }) == 0 else {
+            throw Self.error(errno, "cannot stat \(path)/\(relative)", path: relative)
+        }
+        return (UInt64(info.st_ino), FileTime(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec)))
+    }
+
+    // MARK: trash
+
+    /// Moves an entry (a folder with everything in it) to `trash/<run>/<same path>`, or unlinks it when there is
+    /// no trash (`trash-days = 0`).
+    func discard(_ relative: RelativePath, runID: String?) throws(SourceError) {
+        let parent = try openFolder(relative.parent ?? .root)
+        defer { close(parent) }
+        guard let runID else {
+            try Self.removeTree(in: parent, name: Array(relative.name), display: "\(path)/\(relative)")
+            return
+        }
+        let trashParent = try trashFolder(for: relative, runID: runID)
+        defer { close(trashParent) }
+        let result = CString.with(relative.name) { name in renameat(parent, name, trashParent, name) }
+        if result != 0 { throw Self.error(errno, "cannot move \(path)/\(relative) to the trash", path: relative) }
+    }
+
+    /// Keeps the file at `relative` in the trash before it is replaced: a hard link where the filesystem allows
+    /// (the file stays in place for readers until the new one is renamed over it), else a move.
+    func preserveBeforeReplacing(_ relative: RelativePath, runID: String?) throws(SourceError) {
+        guard let runID else { return }  // trash-days = 0: the rename replaces it
+        let parent = try openFolder(relative.parent ?? .root)
+        defer { close(parent) }
+        let trashParent = try trashFolder(for: relative, runID: runID)
+        defer { close(trashParent) }
+        let linked = CString.with(relative.name) { name in linkat(parent, name, trashParent, name, 0) }
+        if linked == 0 { return }
+        let moved = CString.with(relative.name) { name in renameat(parent, name, trashParent, name) }
+        if moved != 0 { throw Self.error(errno, "cannot move \(path)/\(relative) to the trash", path: relative) }
+    }
+
+    private func trashFolder(for relative: RelativePath, runID: String) throws(SourceError) -> Int32 {
+        var fd = try Self.makeFolder(in: trashFD, name: runID, display: "\(path)/.folio/trash/\(runID)")
+        for name in relative.components.dropLast() {
+            let next: Int32
+            do {
+                next = try Self.makeFolder(in: fd, name: String(decoding: name, as: UTF8.self), bytes: Array(name), display: "\(path)/.folio/trash/\(runID)")
+            } catch {
+                close(fd)
+                throw error
+            }
+            close(fd)
+            fd = next
+        }
+        return fd
+    }
+
+    /// Removes trash folders of runs older than `days`. Run folders are named `YYYYMMDD-HHMMSS-…` (UTC).
+    func purgeTrash(olderThan days: Int, now: Date = Date()) {
+        guard trashFD >= 0 else { return }
+        let cutoff = Self.runID(at: now.addingTimeInterval(-Double(days) * 86_400), suffix: "")
+        for name in Self.names(in: trashFD) where days == 0 || String(decoding: name, as: UTF8.self) < cutoff {
+            try? Self.removeTree(in: trashFD, name: name, display: "\(path)/.folio/trash")
+        }
+    }
+
+    /// A run's trash folder name: sortable UTC time plus a suffix that keeps concurrent runs apart.
+    static func runID(at date: Date, suffix: String) -> String {
+        var time = time_t(date.timeIntervalSince1970)
+        var parts = tm()
+        gmtime_r(&time, &parts)
+        func two(_ value: Int32) -> String { String(value).leftPadded(to: 2) }
+        return "\(parts.tm_year + 1900)\(two(parts.tm_mon + 1))\(two(parts.tm_mday))-\(two(parts.tm_hour))\(two(parts.tm_min))\(two(parts.tm_sec))" + suffix
+    }
+
+    // MARK: partial files
+
+    /// Opens the partial file for a download, returning its descriptor and how much of it is already there.
+    func openPartial(named name: String, expectedSize: Int64, resumable: Bool) throws(SourceError) -> (fd: Int32, offset: Int64) {
+        let fd = name.withCString { folio_openat_create(partialFD, $0, O_RDWR | O_CREAT | O_NOFOLLOW, 0o644) }
+        guard fd >= 0 else { throw Self.error(errno, "cannot create a partial file in \(path)/.folio/partial") }
+        var info = stat()
+        fstat(fd, &info)
+        var offset = Int64(info.st_size)
+        if !resumable || offset > expectedSize {
+            ftruncate(fd, 0)
+            offset = 0
+        }
+        lseek(fd, off_t(offset), SEEK_SET)
+        return (fd, offset)
+    }
+
+    /// Makes a downloaded partial file final: checks its size, sets the mtime, fsyncs, renames it into place and
+    /// fsyncs the folder. Returns the installed file's inode and mtime. Closes `fd`.
+    func install(partialFD fd: Int32, partialName: String, as entry: Entry) throws(SourceError) -> (inode: UInt64, mtime: FileTime) {
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw Self.error(errno, "cannot stat the partial file of \(entry.path)", path: entry.path) }
+        guard Int64(info.st_size) == entry.size else {
+            discardPartial(named: partialName)
+            throw SourceError(.protocolViolation, "\(entry.path): received \(info.st_size) bytes, the source listed \(entry.size); not installed, will retry next run",
+                              path: entry.path, isRetryable: true)
+        }
+        if entry.mtime.isKnown {
+            var times = [Self.timespec(entry.mtime), Self.timespec(entry.mtime)]
+            if futimens(fd, &times) != 0 { throw Self.error(errno, "cannot set the time of \(entry.path)", path: entry.path) }
+        }
+        // Durability before visibility: the data reaches the disk before the name does.
+        if fsync(fd) != 0 { throw Self.error(errno, "cannot flush \(entry.path) to disk", path: entry.path) }
+        guard fstat(fd, &info) == 0 else { throw Self.error(errno, "cannot stat \(entry.path)", path: entry.path) }
+        let parent = try openFolder(entry.path.parent ?? .root)
+        defer { close(parent) }
+        let renamed = partialName.withCString { from in CString.with(entry.path.name) { to in renameat(partialFD, from, parent, to) } }
+        if renamed != 0 { throw Self.error(errno, "cannot move \(entry.path) into place", path: entry.path) }
+        fsync(parent)
+        return (UInt64(info.st_ino), FileTime(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec)))
+    }
+
+    func discardPartial(named name: String) {
+        _ = name.withCString { unlinkat(partialFD, $0, 0) }
+    }
+
+    /// Deletes partial files that no download of this run will resume.
+    func removePartials(keeping keep: Set<String>) {
+        guard partialFD >= 0 else { return }
+        for name in Self.names(in: partialFD) {
+            let text = String(decoding: name, as: UTF8.self)
+            if !keep.contains(text) { _ = CString.with(name) { unlinkat(partialFD, $0, 0) } }
+        }
+    }
+
+    /// The partial file's name for one version of one entry: a new version gets a new name, so a partial is
+    /// resumed only when the source still has the version it was started from.
+    public static func partialName(for entry: Entry) -> String {
+        var hash = TreeDigest()
+        hash.add(entry.path.bytes)
+        hash.add(UInt64(bitPattern: entry.size))
+        hash.add(UInt64(bitPattern: entry.mtime.nanoseconds))
+        hash.add(Array((entry.validator ?? "").utf8))
+        return String(hash.value, radix: 16).leftPadded(to: 16) + ".part"
+    }
+
+    // MARK: helpers
+
+    private static func makeFolder(in parent: Int32, name: String, bytes: [UInt8]? = nil, display: String) throws(SourceError) -> Int32 {
+        let raw = bytes ?? Array(name.utf8)
+        if CString.with(raw, { mkdirat(parent, $0, 0o755) }) != 0 && errno != EEXIST {
+            throw error(errno, "cannot create \(display)")
+        }
+        let fd = CString.with(raw) { folio_openat_dir_nofollow(parent, $0) }
+        guard fd >= 0 else { throw error(errno, "cannot open \(display)") }
+        return fd
+    }
+
+    static func names(in fd: Int32) -> [[UInt8]] {
+        let copy = dup(fd)
+        guard copy >= 0, let directory = fdopendir(copy) else { return [] }
+        defer { closedir(directory) }
+        rewinddir(directory)
+        var names: [[UInt8]] = []
+        while let entry = readdir(directory) {
+            let length = Int(strlen(&entry.pointee.d_name.0))
+            let name = withUnsafeBytes(of: &entry.pointee.d_name) { Array($0.prefix(length)) }
+            if name != [0x2E] && name != [0x2E, 0x2E] { names.append(name) }
+        }
+        return names
+    }
+
+    /// Unlinks a file or a whole folder, never following links.
+    static func removeTree(in parent: Int32, name: [UInt8], display: String) throws(SourceError) {
+        if CString.with(name, { unlinkat(parent, $0, 0) }) == 0 { return }
+        guard errno == EISDIR || errno == EPERM else {
+            if errno == ENOENT { return }
+            throw error(errno, "cannot remove \(display)")
+        }
+        let fd = CString.with(name) { folio_openat_dir_nofollow(parent, $0) }
+        guard fd >= 0 else { throw error(errno, "cannot open \(display)") }
+        for child in names(in: fd) { try removeTree(in: fd, name: child, display: display) }
+        close(fd)
+        if CString.with(name, { unlinkat(parent, $0, AT_REMOVEDIR) }) != 0 { throw error(errno, "cannot remove \(display)") }
+    }
+
+    static func timespec(_ time: FileTime) -> Glibc.timespec {
+        Glibc.timespec(tv_sec: Int(time.seconds), tv_nsec: Int(time.subsecondNanoseconds))
+    }
+
+    static func error(_ code: Int32, _ what: String, path: RelativePath? = nil) -> SourceError {
+        let reason = String(cString: strerror(code))
+        let fix: String
+        switch code {
+        case ENOSPC, EDQUOT: fix = "; free some space on the destination's disk"
+        case EACCES, EPERM: fix = "; make the destination writable by the user running folio"
+        case EROFS: fix = "; the destination's filesystem is mounted read-only"
+        default: fix = ""
+        }
+        return SourceError(.localIO, "\(what): \(reason)\(fix)", path: path, underlying: "errno \(code)", isRetryable: false)
+    }
+}

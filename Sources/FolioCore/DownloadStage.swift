@@ -1,0 +1,169 @@
+import Dispatch
+import Foundation
+import Glibc
+import Synchronization
+
+/// The download stage: `transfers` workers, each on its own serial queue with its own source connection,
+/// draining one shared list of files; bridged to async code with a `DispatchGroup` notification.
+struct DownloadStage: Sendable {
+    struct Outcome: Sendable {
+        var downloaded = 0
+        var updated = 0
+        var trashed = 0
+        var bytes: Int64 = 0
+        var failures: [(path: RelativePath, message: String)] = []
+        var localChanges: [RelativePath] = []
+        var changedPaths: [RelativePath] = []
+        /// Partial files to keep for the next run (downloads that did not finish).
+        var keepPartials: Set<String> = []
+        /// Set when the run cannot go on (nothing reachable, disk full, cancelled).
+        var runError: SourceError?
+    }
+
+    let target: String
+    let source: any Source
+    let destination: Destination
+    let downloads: [SyncPlan.Download]
+    let workers: Int
+    let runID: String?
+    let progress: TransferProgress
+    let events: any SyncEventSink
+    let committer: StateCommitter
+
+    func run() async -> Outcome {
+        let workerCount = max(1, min(workers, downloads.count))
+        let queue = JobQueue(count: downloads.count, workers: workerCount)
+        let outcome = Locked(Outcome())
+        let group = DispatchGroup()
+        for index in 0..<workerCount {
+            // Why one serial queue per worker: a connection (a libssh2 session, a curl handle) must only ever
+            // be used from one thread, and here it never leaves the queue that opened it.
+            DispatchQueue(label: "folio.download.\(index)").async(group: group) {
+                self.work(queue: queue, outcome: outcome)
+            }
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            group.notify(queue: .global()) { continuation.resume() }
+        }
+        var result = outcome.withLock { $0 }
+        // Files no worker got to (every connection failed, or the run was stopped) are failures of this run.
+        while let index = queue.next() {
+            let download = downloads[index]
+            result.keepPartials.insert(Destination.partialName(for: download.entry))
+            result.failures.append((download.entry.path, result.runError?.message ?? "not attempted"))
+        }
+        return result
+    }
+
+    private func work(queue: JobQueue, outcome: Locked<Outcome>) {
+        var connection: (any SourceConnection)?
+        defer { connection?.close() }
+        var reconnects = 0
+        while !progress.isCancelled, outcome.withLock({ $0.runError == nil }) {
+            if connection == nil {
+                do {
+                    connection = try source.makeConnection()
+                } catch {
+                    let sourceError = error as? SourceError ?? SourceError(.unreachable, "\(source.displayName): \(error)")
+                    // Other workers may still be connected; only when none is does the run fail.
+                    if queue.workerGaveUp() || sourceError.code == .authentication {
+                        outcome.withLock { if $0.runError == nil { $0.runError = sourceError } }
+                    }
+                    return
+                }
+            }
+            guard let index = queue.next() else { return }
+            let download = downloads[index]
+            do {
+                let bytes = try transfer(download, with: connection!)
+                progress.fileFinished()
+                events.emit(.fileDone(target: target, path: download.entry.path, bytes: bytes))
+                outcome.withLock { result in
+                    result.bytes += bytes
+                    result.changedPaths.append(download.entry.path)
+                    if download.replacing == nil {
+                        result.downloaded += 1
+                    } else if download.hasLocalChanges {
+                        result.trashed += 1
+                        result.localChanges.append(download.entry.path)
+                    } else {
+                        result.updated += 1
+                    }
+                }
+            } catch {
+                let sourceError = error as? SourceError ?? SourceError(.localIO, "\(download.entry.path): \(error)")
+                let name = Destination.partialName(for: download.entry)
+                events.emit(.fileFailed(target: target, path: download.entry.path, message: sourceError.message))
+                outcome.withLock { result in
+                    result.failures.append((download.entry.path, sourceError.message))
+                    result.keepPartials.insert(name)
+                }
+                switch sourceError.code {
+                case .unreachable:
+                    // The connection is gone: reconnect once; a second loss ends this worker.
+                    connection?.close()
+                    connection = nil
+                    reconnects += 1
+                    if reconnects > 1 {
+                        if queue.workerGaveUp() { outcome.withLock { if $0.runError == nil { $0.runError = sourceError } } }
+                        return
+                    }
+                case .authentication, .cancelled:
+                    outcome.withLock { if $0.runError == nil { $0.runError = sourceError } }
+                    return
+                case .localIO where sourceError.underlying == "errno \(ENOSPC)" || sourceError.underlying == "errno \(EDQUOT)":
+                    outcome.withLock { if $0.runError == nil { $0.runError = sourceError } }
+                    return
+                default:
+                    break
+                }
+            }
+        }
+    }
+
+    /// Copies one file into its partial file and installs it. Returns the bytes transferred.
+    private func transfer(_ download: SyncPlan.Download, with connection: any SourceConnection) throws -> Int64 {
+        let entry = download.entry
+        let name = Destination.partialName(for: entry)
+        let (fd, offset) = try destination.openPartial(named: name, expectedSize: entry.size, resumable: source.features.resumable)
+        progress.started(entry.path)
+        defer { progress.ended(entry.path) }
+        let sink = DownloadSink(fileDescriptor: fd, offset: offset, path: entry.path, progress: progress)
+        do {
+            if offset < entry.size || entry.size == 0 {
+                try connection.download(entry, into: sink, from: offset)
+            }
+            if download.replacing != nil { try destination.preserveBeforeReplacing(entry.path, runID: runID) }
+        } catch {
+            close(fd)
+            throw error
+        }
+        let installed = try destination.install(partialFD: fd, partialName: name, as: entry)
+        committer.add(RecordedEntry(path: entry.path, kind: .file, size: entry.size, mtime: entry.mtime, validator: entry.validator,
+                                    checksum: entry.checksum, localInode: installed.inode, localMtime: installed.mtime))
+        return sink.bytesTransferred
+    }
+}
+
+/// The shared list of downloads: an index handed out under a lock, and a count of workers still alive.
+final class JobQueue: Sendable {
+    private let state: Mutex<(next: Int, count: Int, workersLost: Int, workers: Int)>
+
+    init(count: Int, workers: Int) { state = Mutex((0, count, 0, workers)) }
+
+    func next() -> Int? {
+        state.withLock { state in
+            guard state.next < state.count else { return nil }
+            defer { state.next += 1 }
+            return state.next
+        }
+    }
+
+    /// Records that one worker stopped for good; true when that was the last one able to connect.
+    func workerGaveUp() -> Bool {
+        state.withLock { state in
+            state.workersLost += 1
+            return state.next < state.count && state.workersLost >= state.workers
+        }
+    }
+}

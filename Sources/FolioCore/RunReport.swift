@@ -1,0 +1,56 @@
+import Foundation
+
+/// The outcome of one run of one target: what the summary line, the NDJSON `target-done` event, the exit code
+/// and the state database's run row are made of.
+public struct RunReport: Sendable {
+    public enum Result: String, Sendable {
+        /// The destination now matches the source.
+        case synced
+        /// It already did; nothing was written.
+        case unchanged
+        /// The run could not finish (unreachable, authentication, local disk); the destination is consistent.
+        case failed
+        /// A safety guard stopped it before anything was changed.
+        case refused
+        /// Stopped by a signal; partial files stay for the next run.
+        case interrupted
+    }
+
+    public var target: String
+    public var result: Result = .synced
+    /// New files.
+    public var downloaded = 0
+    /// Files replaced by a newer version (the old one went to the trash), plus mtime-only fixes.
+    public var updated = 0
+    /// Entries removed because the source no longer has them (moved to the trash unless `trash-days = 0`).
+    public var removed = 0
+    /// Local files that Folio did not write or that changed since, moved to the trash before being replaced.
+    public var trashed = 0
+    public var createdFolders = 0
+    /// Bytes copied this run.
+    public var bytes: Int64 = 0
+    /// Files that failed and are retried next run.
+    public var failures: [(path: RelativePath, message: String)] = []
+    /// The run-level error or the guard that refused, one line.
+    public var error: String?
+    /// Local files with changes that went to the trash (listed in the summary).
+    public var localChanges: [RelativePath] = []
+    /// Paths that changed (for `on-change` hooks).
+    public var changedPaths: [RelativePath] = []
+    /// What the listing could not do or skipped.
+    public var issues: [ListingIssue] = []
+    /// Removals held back because the listing was incomplete.
+    public var withheldRemovals = 0
+    public var startedAt = Date()
+    public var seconds: Double = 0
+    /// Where removed and replaced files went, if anywhere.
+    public var trashFolder: String?
+    public var dryRun = false
+
+    public init(target: String) { self.target = target }
+
+    public var failed: Int { failures.count }
+
+    /// Whether this run leaves the target in step (exit 0 when all targets are).
+    public var isClean: Bool { (result == .synced || result == .unchanged) && failures.isEmpty && withheldRemovals == 0 }
+}

@@ -1,0 +1,63 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+/// Batches finished files into the state database from the download workers.
+///
+/// Why a batch: one transaction per file would cost an fsync per file. Why this bounds the loss: a batch is
+/// written at 256 files or after a second, so `kill -9` forgets at most that much — and a forgotten file that is
+/// already in place is adopted (same size and mtime) by the next run, not fetched again.
+final class StateCommitter: Sendable {
+    private let store: any StateStore
+    private let target: String
+    /// One writer: every database write of a run goes through this serial queue.
+    private let writer = DispatchQueue(label: "folio.state.writer")
+    private let pending = Mutex<Pending>(Pending())
+    private let failure = Mutex<String?>(nil)
+
+    private struct Pending {
+        var upserts: [RecordedEntry] = []
+        var removedSubtrees: [RelativePath] = []
+        var lastWrite = Date()
+    }
+
+    init(store: any StateStore, target: String) {
+        self.store = store
+        self.target = target
+    }
+
+    /// The first write error, if any: the run then fails, since its record could not be kept.
+    var error: String? { failure.withLock { $0 } }
+
+    func add(_ record: RecordedEntry) {
+        let batch: Pending? = pending.withLock { state in
+            state.upserts.append(record)
+            guard state.upserts.count >= 256 || Date().timeIntervalSince(state.lastWrite) >= 1 else { return nil }
+            defer { state = Pending() }
+            return state
+        }
+        if let batch { writer.async { self.write(batch) } }
+    }
+
+    func forget(_ path: RelativePath) {
+        pending.withLock { $0.removedSubtrees.append(path) }
+    }
+
+    /// Writes everything pending and waits for it. Blocking: call it off the cooperative pool.
+    func flush() {
+        let batch = pending.withLock { state in
+            defer { state = Pending() }
+            return state
+        }
+        writer.sync { self.write(batch) }
+    }
+
+    private func write(_ batch: Pending) {
+        guard !batch.upserts.isEmpty || !batch.removedSubtrees.isEmpty else { return }
+        do {
+            try store.commit(target: target, upserts: batch.upserts, removedSubtrees: batch.removedSubtrees)
+        } catch {
+            failure.withLock { if $0 == nil { $0 = "cannot write the state database: \(error)" } }
+        }
+    }
+}

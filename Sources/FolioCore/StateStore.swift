@@ -1,0 +1,24 @@
+import Foundation
+
+/// What the engine needs from the state database. `FolioState` implements it with SQLite.
+///
+/// Implementations are called from several threads and serialise writes themselves (one writer).
+public protocol StateStore: Sendable {
+    /// The last good record of a target: what Folio wrote, by path.
+    func record(of target: String) throws -> [RelativePath: RecordedEntry]
+    /// The digest of the source snapshot of the target's last complete, successful run.
+    func sourceDigest(of target: String) throws -> UInt64?
+    /// Starts a run and returns its id.
+    func beginRun(target: String, source: String, destination: String, trigger: TargetConfig.Trigger, startedAt: Date) throws -> Int64
+    /// Stores finished files and forgets removed paths (with everything below them), in one transaction.
+    func commit(target: String, upserts: [RecordedEntry], removedSubtrees: [RelativePath]) throws
+    /// Ends a run; `sourceDigest` is set only for a complete, successful run (else the stored one is cleared).
+    func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?) throws
+}
+
+/// A state database that cannot be used: corrupt, newer than this Folio, unwritable. Fails the run (exit 1).
+public struct StateError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}

@@ -1,0 +1,315 @@
+import Dispatch
+import Foundation
+
+/// Runs one target through the four stages of DESIGN.md: gather (done by the caller), check, sync, finish.
+///
+/// The engine never knows which transport is behind the `Source`. Every guarantee that concerns the
+/// destination lives here: nothing is removed on an incomplete listing or past `max-delete`, removed and
+/// replaced files go to the trash, files appear under their final names only when complete.
+public struct SyncEngine: Sendable {
+    public let state: any StateStore
+    public let events: any SyncEventSink
+
+    public init(state: any StateStore, events: any SyncEventSink) {
+        self.state = state
+        self.events = events
+    }
+
+    /// Options of one run.
+    public struct RunOptions: Sendable {
+        public var trigger: TargetConfig.Trigger
+        public var dryRun: Bool
+        /// Lets a run past the `max-delete` and empty-source guards.
+        public var force: Bool
+
+        public init(trigger: TargetConfig.Trigger, dryRun: Bool = false, force: Bool = false) {
+            self.trigger = trigger
+            self.dryRun = dryRun
+            self.force = force
+        }
+    }
+
+    /// Runs one target. Never throws: every outcome is a `RunReport`. Cancelling the task (or `progress`)
+    /// stops the workers between chunks and leaves partial files for the next run.
+    public func run(_ target: TargetConfig, source: any Source, options: RunOptions, progress: TransferProgress = TransferProgress()) async -> RunReport {
+        var report = RunReport(target: target.name)
+        report.dryRun = options.dryRun
+        let started = Date()
+        report.startedAt = started
+        events.emit(.started(target: target.name, source: source.displayName, destination: target.destination, trigger: options.trigger))
+        var runID: Int64?
+        if !options.dryRun {
+            do {
+                runID = try state.beginRun(target: target.name, source: source.displayName, destination: target.destination,
+                                           trigger: options.trigger, startedAt: started)
+            } catch {
+                report.result = .failed
+                report.error = "\(error)"
+                return finish(report, runID: nil, started: started, digest: nil)
+            }
+        }
+        let digest: UInt64?
+        do {
+            digest = try await withTaskCancellationHandler {
+                try await sync(target, source: source, options: options, progress: progress, report: &report)
+            } onCancel: {
+                progress.cancel()
+            }
+        } catch let error as SourceError {
+            report.result = error.code == .cancelled ? .interrupted : .failed
+            report.error = error.message
+            digest = nil
+        } catch let error as StateError {
+            report.result = .failed
+            report.error = error.message
+            digest = nil
+        } catch {
+            report.result = .failed
+            report.error = "\(error)"
+            digest = nil
+        }
+        return finish(report, runID: runID, started: started, digest: digest)
+    }
+
+    private func finish(_ report: RunReport, runID: Int64?, started: Date, digest: UInt64?) -> RunReport {
+        var report = report
+        report.seconds = Date().timeIntervalSince(started)
+        if let runID {
+            do {
+                try state.finishRun(id: runID, target: report.target, report: report, sourceDigest: report.isClean ? digest : nil)
+            } catch {
+                if report.error == nil { report.error = "cannot record the run in the state database: \(error)" }
+                report.result = .failed
+            }
+        }
+        events.emit(.finished(report))
+        return report
+    }
+
+    /// Check and sync. Returns the snapshot's digest when the run reached the end.
+    private func sync(_ target: TargetConfig, source: any Source, options: RunOptions, progress: TransferProgress, report: inout RunReport) async throws -> UInt64 {
+        let name = target.name
+        events.emit(.stage(target: name, stage: .listing))
+        let destination = try Self.openDestination(target.destination, dryRun: options.dryRun)
+        let listing = ListingOptions(symlinks: target.symlinks, exclude: ExcludeFilter(target.exclude), parallelism: max(4, target.transfers))
+        async let remoteListing = source.snapshot(options: listing)
+        async let localListing = Self.scan(destination, exclude: listing.exclude, threads: 2)
+        let snapshot = try await remoteListing
+        let local = await localListing
+        try Task.checkCancellation()
+
+        report.issues = snapshot.issues + local.issues.filter(\.blocksRemovals)
+        for issue in report.issues { events.emit(.notice(target: name, message: issue.description)) }
+        if !local.issues.filter(\.blocksRemovals).isEmpty {
+            throw SourceError(.localIO, "cannot read all of the destination \(target.destination): \(local.issues.first { $0.blocksRemovals }!); fix its permissions")
+        }
+
+        // Guarantee 3: an empty source root is a doubt, not an instruction to delete everything.
+        if snapshot.entries.isEmpty, snapshot.isComplete, !local.items.isEmpty, !options.force {
+            report.result = .refused
+            report.error = "source \(source.displayName) is empty; refusing to remove the \(local.items.count) entries in \(target.destination) (is the share mounted?); run with --force if it really is empty"
+            return 0
+        }
+
+        let digest = TreeDigest.of(snapshot)
+        if snapshot.isComplete, !options.dryRun, try state.sourceDigest(of: name) == digest, Self.matches(snapshot, local.items) {
+            report.result = .unchanged
+            destination?.purgeTrash(olderThan: target.trashDays)
+            return digest
+        }
+
+        events.emit(.stage(target: name, stage: .planning))
+        let record = try state.record(of: name)
+        let plan = SyncPlanner.plan(remote: snapshot, local: local.items, record: record, removalsAllowed: snapshot.isComplete)
+        report.withheldRemovals = plan.withheldRemovals
+        report.issues += plan.skipped
+        for issue in plan.skipped { events.emit(.notice(target: name, message: issue.description)) }
+        if plan.withheldRemovals > 0 {
+            events.emit(.notice(target: name, message: "the listing was incomplete, so nothing was removed (\(plan.withheldRemovals) removals held back until a complete listing)"))
+        }
+        events.emit(.planned(target: name, summary: SyncEvent.PlanSummary(
+            downloads: plan.downloads.count, downloadBytes: plan.downloadBytes, removals: plan.removedEntryCount,
+            folders: plan.folders.count, mtimeFixes: plan.mtimeFixes.count)))
+
+        let limit = target.maxDelete.limit(forEntryCount: plan.localEntryCount)
+        if plan.removedEntryCount > limit, !options.force {
+            report.result = .refused
+            report.error = "would remove \(plan.removedEntryCount) of \(plan.localEntryCount) entries in \(target.destination), more than max-delete (\(target.maxDelete)); nothing was changed; check the source, then run with --force to allow it"
+            return digest
+        }
+
+        if options.dryRun {
+            describe(plan, target: name, report: &report)
+            report.result = plan.changesNothing ? .unchanged : .synced
+            return digest
+        }
+        guard let destination else { throw SourceError(.localIO, "destination \(target.destination) cannot be opened") }
+        if plan.changesNothing && plan.recordUpdates.isEmpty && plan.recordDeletions.isEmpty {
+            report.result = .unchanged
+            destination.purgeTrash(olderThan: target.trashDays)
+            return digest
+        }
+        try await apply(plan, target: target, source: source, destination: destination, progress: progress, report: &report)
+        return digest
+    }
+
+    /// The sync stage: removals to the trash, folders, downloads, times, records.
+    private func apply(_ plan: SyncPlan, target: TargetConfig, source: any Source, destination: Destination,
+                       progress: TransferProgress, report: inout RunReport) async throws {
+        let name = target.name
+        let committer = StateCommitter(store: state, target: name)
+        let trashID = target.trashDays > 0 ? Destination.runID(at: report.startedAt, suffix: "-" + String(UInt32.random(in: 0...UInt32.max), radix: 36)) : nil
+        report.trashFolder = trashID.map { "\(target.destination)/.folio/trash/\($0)" }
+
+        // Removals: deepest first, each a whole subtree, to the trash.
+        if !plan.removals.isEmpty { events.emit(.stage(target: name, stage: .removing)) }
+        var failedRemovals: [RelativePath] = []
+        for removal in plan.removals {
+            try Task.checkCancellation()
+            do {
+                try destination.discard(removal.item.path, runID: trashID)
+                committer.forget(removal.item.path)
+                report.removed += removal.entryCount
+                report.changedPaths.append(removal.item.path)
+                if removal.hasLocalChanges {
+                    report.localChanges.append(removal.item.path)
+                    report.trashed += 1
+                }
+            } catch {
+                failedRemovals.append(removal.item.path)
+                report.failures.append((removal.item.path, error.message))
+                events.emit(.fileFailed(target: name, path: removal.item.path, message: error.message))
+            }
+        }
+        for path in plan.recordDeletions where !failedRemovals.contains(where: { path.isWithin($0) }) {
+            committer.forget(path)
+        }
+
+        // Folders, shallowest first.
+        if !plan.folders.isEmpty { events.emit(.stage(target: name, stage: .creating)) }
+        for folder in plan.folders {
+            try Task.checkCancellation()
+            do {
+                try destination.createFolder(folder.path)
+                report.createdFolders += 1
+            } catch {
+                report.failures.append((folder.path, error.message))
+                events.emit(.fileFailed(target: name, path: folder.path, message: error.message))
+            }
+        }
+
+        // Downloads, on `transfers` workers.
+        if !plan.downloads.isEmpty {
+            events.emit(.stage(target: name, stage: .downloading))
+            let outcome = await DownloadStage(target: name, source: source, destination: destination, downloads: plan.downloads,
+                                              workers: target.transfers, runID: trashID, progress: progress, events: events,
+                                              committer: committer).run()
+            report.downloaded += outcome.downloaded
+            report.updated += outcome.updated
+            report.trashed += outcome.trashed
+            report.bytes += outcome.bytes
+            report.failures += outcome.failures
+            report.localChanges += outcome.localChanges
+            report.changedPaths += outcome.changedPaths
+            destination.removePartials(keeping: outcome.keepPartials)
+            if let error = outcome.runError {
+                committer.flush()
+                throw error
+            }
+        } else {
+            destination.removePartials(keeping: [])
+        }
+        try Task.checkCancellation()
+
+        // Times: files whose content is unchanged, then folders deepest first (their content is final now).
+        events.emit(.stage(target: name, stage: .finishing))
+        for (entry, _) in plan.mtimeFixes {
+            do {
+                try destination.setMtime(entry.path, entry.mtime)
+                let now = try destination.identity(of: entry.path)
+                committer.add(RecordedEntry(path: entry.path, kind: .file, size: entry.size, mtime: entry.mtime, validator: entry.validator,
+                                            checksum: entry.checksum, localInode: now.inode, localMtime: now.mtime))
+                report.updated += 1
+                report.changedPaths.append(entry.path)
+            } catch {
+                report.failures.append((entry.path, error.message))
+            }
+        }
+        let createdFolders = Set(plan.folders.map(\.path))
+        for folder in plan.folderTimes {
+            do { try destination.setMtime(folder.path, folder.mtime) } catch { report.failures.append((folder.path, error.message)) }
+        }
+        for folder in plan.folders where folder.mtime.isKnown == false || createdFolders.contains(folder.path) {
+            if let now = try? destination.identity(of: folder.path) {
+                committer.add(RecordedEntry(path: folder.path, kind: .folder, size: 0, mtime: folder.mtime, validator: nil, checksum: nil,
+                                            localInode: now.inode, localMtime: now.mtime))
+            }
+        }
+        for folder in plan.folderTimes where !createdFolders.contains(folder.path) {
+            if let now = try? destination.identity(of: folder.path) {
+                committer.add(RecordedEntry(path: folder.path, kind: .folder, size: 0, mtime: folder.mtime, validator: nil, checksum: nil,
+                                            localInode: now.inode, localMtime: now.mtime))
+            }
+        }
+        for update in plan.recordUpdates { committer.add(update) }
+        await Self.offPool { committer.flush() }
+        if let error = committer.error { throw StateError(error) }
+        destination.purgeTrash(olderThan: target.trashDays)
+        report.result = .synced
+    }
+
+    /// A dry run: one notice per planned action, and the counts the run would have.
+    private func describe(_ plan: SyncPlan, target: String, report: inout RunReport) {
+        for removal in plan.removals {
+            let extra = removal.entryCount > 1 ? " (\(removal.entryCount) entries)" : ""
+            events.emit(.notice(target: target, message: "would remove \(removal.item.path)\(extra)\(removal.hasLocalChanges ? " [local changes]" : "")"))
+        }
+        for folder in plan.folders { events.emit(.notice(target: target, message: "would create folder \(folder.path)")) }
+        for download in plan.downloads {
+            let verb = download.replacing == nil ? "would download" : "would update"
+            events.emit(.notice(target: target, message: "\(verb) \(download.entry.path) (\(ByteCount.format(download.entry.size)))\(download.hasLocalChanges ? " [local changes to trash]" : "")"))
+        }
+        for fix in plan.mtimeFixes { events.emit(.notice(target: target, message: "would set the time of \(fix.entry.path)")) }
+        report.downloaded = plan.downloads.filter { $0.replacing == nil }.count
+        report.updated = plan.downloads.count - report.downloaded + plan.mtimeFixes.count
+        report.removed = plan.removedEntryCount
+        report.createdFolders = plan.folders.count
+        report.bytes = plan.downloadBytes
+    }
+
+    /// Whether the destination already holds exactly the snapshot (paths, kinds, sizes, mtimes at the source's
+    /// precision): with an unchanged source digest, this is a no-change run that needs no record.
+    static func matches(_ snapshot: Snapshot, _ local: [LocalItem]) -> Bool {
+        guard snapshot.entries.count == local.count else { return false }
+        for (entry, item) in zip(snapshot.entries, local) {
+            guard entry.path == item.path else { return false }
+            switch (entry.kind, item.kind) {
+            case (.file, .file):
+                guard entry.size == item.size, FileTime.equal(entry.mtime, entry.precision, item.mtime, .nanosecond) else { return false }
+            case (.folder, .folder):
+                guard !entry.mtime.isKnown || FileTime.equal(entry.mtime, entry.precision, item.mtime, .nanosecond) else { return false }
+            default:
+                return false
+            }
+        }
+        return true
+    }
+
+    /// Opens the destination; a dry run into a folder that does not exist yet gets nil (everything is new).
+    private static func openDestination(_ path: String, dryRun: Bool) throws -> Destination? {
+        if dryRun && access(path, F_OK) != 0 { return nil }
+        return try Destination(path: path, create: !dryRun)
+    }
+
+    private static func scan(_ destination: Destination?, exclude: ExcludeFilter, threads: Int) async -> TreeWalker.Result {
+        guard let destination else { return TreeWalker.Result(items: [], issues: []) }
+        return await offPool { destination.scan(exclude: exclude, threads: threads) }
+    }
+
+    /// Runs blocking work on a dispatch queue, never on the cooperative pool.
+    static func offPool<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: work()) }
+        }
+    }
+}

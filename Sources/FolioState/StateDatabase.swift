@@ -1,0 +1,248 @@
+import FolioCore
+import Foundation
+import GRDB
+
+/// The SQLite state database (WAL, numbered migrations): targets, the record of what Folio wrote for each,
+/// and every run. One per state directory, shared by `folio sync --now`, `folio mirror` and the daemon.
+public final class StateDatabase: StateStore, Sendable {
+    /// The file, for messages.
+    public let path: String
+    private let queue: DatabaseQueue
+
+    /// Opens (creating if needed) `state.sqlite` in `directory`.
+    public init(directory: String) throws(StateError) {
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw StateError("cannot create the state directory \(directory): \((error as NSError).localizedFailureReason ?? "\(error)"); set state-dir or FOLIO_STATE_DIR to a writable folder")
+        }
+        path = directory + "/state.sqlite"
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(30)  // the daemon and a manual run may write at once
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA journal_mode = WAL")
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
+        do {
+            queue = try DatabaseQueue(path: path, configuration: configuration)
+            try queue.read { db in _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") }
+        } catch {
+            throw Self.describe(error, path: path)
+        }
+        do {
+            if try queue.read({ try Self.migrator.hasBeenSuperseded($0) }) {
+                throw StateError("state database \(path) was written by a newer version of Folio; upgrade folio, or set state-dir to another folder")
+            }
+            try Self.migrator.migrate(queue)
+        } catch let error as StateError {
+            throw error
+        } catch {
+            throw Self.describe(error, path: path)
+        }
+    }
+
+    static let migrator: DatabaseMigrator = {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("1 targets, entries, runs") { db in
+            try db.execute(sql: """
+                CREATE TABLE target (
+                    name TEXT PRIMARY KEY,
+                    source TEXT NOT NULL,
+                    destination TEXT NOT NULL,
+                    source_digest INTEGER
+                );
+                CREATE TABLE entry (
+                    target TEXT NOT NULL REFERENCES target(name) ON DELETE CASCADE,
+                    path BLOB NOT NULL,
+                    kind INTEGER NOT NULL,
+                    size INTEGER NOT NULL,
+                    mtime INTEGER NOT NULL,
+                    validator TEXT,
+                    checksum TEXT,
+                    local_inode INTEGER NOT NULL,
+                    local_mtime INTEGER NOT NULL,
+                    PRIMARY KEY (target, path)
+                ) WITHOUT ROWID;
+                CREATE TABLE run (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    target TEXT NOT NULL,
+                    trigger TEXT NOT NULL,
+                    started_at REAL NOT NULL,
+                    ended_at REAL,
+                    result TEXT NOT NULL DEFAULT 'running',
+                    downloaded INTEGER NOT NULL DEFAULT 0,
+                    updated INTEGER NOT NULL DEFAULT 0,
+                    removed INTEGER NOT NULL DEFAULT 0,
+                    trashed INTEGER NOT NULL DEFAULT 0,
+                    created_dirs INTEGER NOT NULL DEFAULT 0,
+                    bytes INTEGER NOT NULL DEFAULT 0,
+                    failed INTEGER NOT NULL DEFAULT 0,
+                    error TEXT,
+                    pid INTEGER
+                );
+                CREATE INDEX run_by_target ON run(target, id);
+                """)
+        }
+        return migrator
+    }()
+
+    // MARK: StateStore
+
+    public func record(of target: String) throws -> [RelativePath: RecordedEntry] {
+        try perform {
+            try queue.read { db in
+                var record: [RelativePath: RecordedEntry] = [:]
+                let rows = try Row.fetchCursor(db, sql: "SELECT path, kind, size, mtime, validator, checksum, local_inode, local_mtime FROM entry WHERE target = ?", arguments: [target])
+                while let row = try rows.next() {
+                    let bytes: Data = row[0]
+                    // A row whose path no longer validates (written by hand?) is dropped: it never becomes a path.
+                    guard let path = try? RelativePath(validating: [UInt8](bytes)), let kind = Entry.Kind(rawValue: UInt8(clamping: row[1] as Int)) else { continue }
+                    record[path] = RecordedEntry(path: path, kind: kind, size: row[2], mtime: FileTime(nanoseconds: row[3]),
+                                                 validator: row[4], checksum: row[5], localInode: UInt64(bitPattern: row[6]),
+                                                 localMtime: FileTime(nanoseconds: row[7]))
+                }
+                return record
+            }
+        }
+    }
+
+    public func sourceDigest(of target: String) throws -> UInt64? {
+        try perform {
+            try queue.read { db in
+                try Int64.fetchOne(db, sql: "SELECT source_digest FROM target WHERE name = ?", arguments: [target]).map { UInt64(bitPattern: $0) }
+            }
+        }
+    }
+
+    public func beginRun(target: String, source: String, destination: String, trigger: TargetConfig.Trigger, startedAt: Date) throws -> Int64 {
+        try perform {
+            try queue.write { db in
+                // A target pointed at another source or destination starts over: its record describes another tree.
+                if let row = try Row.fetchOne(db, sql: "SELECT source, destination FROM target WHERE name = ?", arguments: [target]) {
+                    if row[0] as String != source || row[1] as String != destination {
+                        try db.execute(sql: "DELETE FROM entry WHERE target = ?", arguments: [target])
+                        try db.execute(sql: "UPDATE target SET source = ?, destination = ?, source_digest = NULL WHERE name = ?",
+                                       arguments: [source, destination, target])
+                    }
+                } else {
+                    try db.execute(sql: "INSERT INTO target (name, source, destination) VALUES (?, ?, ?)", arguments: [target, source, destination])
+                }
+                // Runs left 'running' by a process that died are closed as interrupted.
+                try db.execute(sql: "UPDATE run SET result = 'interrupted' WHERE target = ? AND result = 'running'", arguments: [target])
+                try db.execute(sql: "INSERT INTO run (target, trigger, started_at, pid) VALUES (?, ?, ?, ?)",
+                               arguments: [target, trigger.rawValue, startedAt.timeIntervalSince1970, getpid()])
+                return db.lastInsertedRowID
+            }
+        }
+    }
+
+    public func commit(target: String, upserts: [RecordedEntry], removedSubtrees: [RelativePath]) throws {
+        try perform {
+            try queue.write { db in
+                for path in removedSubtrees {
+                    var low = path.bytes
+                    low.append(UInt8(ascii: "/"))
+                    var high = path.bytes
+                    high.append(UInt8(ascii: "/") + 1)
+                    try db.execute(sql: "DELETE FROM entry WHERE target = ? AND (path = ? OR (path >= ? AND path < ?))",
+                                   arguments: [target, Data(path.bytes), Data(low), Data(high)])
+                }
+                let statement = try db.cachedStatement(sql: """
+                    INSERT OR REPLACE INTO entry (target, path, kind, size, mtime, validator, checksum, local_inode, local_mtime)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """)
+                for record in upserts {
+                    try statement.execute(arguments: [target, Data(record.path.bytes), Int(record.kind.rawValue), record.size,
+                                                      record.mtime.nanoseconds, record.validator, record.checksum,
+                                                      Int64(bitPattern: record.localInode), record.localMtime.nanoseconds])
+                }
+            }
+        }
+    }
+
+    public func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?) throws {
+        try perform {
+            try queue.write { db in
+                try db.execute(sql: """
+                    UPDATE run SET ended_at = ?, result = ?, downloaded = ?, updated = ?, removed = ?, trashed = ?,
+                        created_dirs = ?, bytes = ?, failed = ?, error = ? WHERE id = ?
+                    """, arguments: [report.startedAt.timeIntervalSince1970 + report.seconds, report.result.rawValue, report.downloaded,
+                                     report.updated, report.removed, report.trashed, report.createdFolders, report.bytes,
+                                     report.failed, report.error, id])
+                try db.execute(sql: "UPDATE target SET source_digest = ? WHERE name = ?",
+                               arguments: [sourceDigest.map { Int64(bitPattern: $0) }, target])
+            }
+        }
+    }
+
+    // MARK: status
+
+    /// A run as stored, for `folio status`.
+    public struct RunRow: Sendable {
+        public var id: Int64
+        public var target: String
+        public var trigger: String
+        public var startedAt: Date
+        public var endedAt: Date?
+        public var result: String
+        public var downloaded: Int
+        public var updated: Int
+        public var removed: Int
+        public var trashed: Int
+        public var createdFolders: Int
+        public var bytes: Int64
+        public var failed: Int
+        public var error: String?
+        public var pid: Int32?
+    }
+
+    /// The latest run of each target that has run.
+    public func lastRuns() throws -> [String: RunRow] {
+        try perform {
+            try queue.read { db in
+                let rows = try Row.fetchAll(db, sql: """
+                    SELECT id, target, trigger, started_at, ended_at, result, downloaded, updated, removed, trashed, created_dirs,
+                           bytes, failed, error, pid FROM run WHERE id IN (SELECT max(id) FROM run GROUP BY target)
+                    """)
+                var runs: [String: RunRow] = [:]
+                for row in rows {
+                    let run = RunRow(id: row[0], target: row[1], trigger: row[2], startedAt: Date(timeIntervalSince1970: row[3]),
+                                     endedAt: (row[4] as Double?).map { Date(timeIntervalSince1970: $0) }, result: row[5],
+                                     downloaded: row[6], updated: row[7], removed: row[8], trashed: row[9], createdFolders: row[10],
+                                     bytes: row[11], failed: row[12], error: row[13], pid: row[14])
+                    runs[run.target] = run
+                }
+                return runs
+            }
+        }
+    }
+
+    /// Turns database errors into one line naming the file and the way out.
+    private func perform<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as StateError {
+            throw error
+        } catch {
+            throw Self.describe(error, path: path)
+        }
+    }
+
+    private static func describe(_ error: Error, path: String) -> StateError {
+        if let error = error as? DatabaseError {
+            switch error.resultCode {
+            case .SQLITE_NOTADB, .SQLITE_CORRUPT:
+                return StateError("state database \(path) is corrupt (SQLite \(error.resultCode.rawValue)); move it aside and run again: Folio starts a new one and adopts the files already in place")
+            case .SQLITE_READONLY, .SQLITE_CANTOPEN, .SQLITE_PERM:
+                return StateError("cannot write the state database \(path) (SQLite \(error.resultCode.rawValue)); make it writable by the user running folio, or set FOLIO_STATE_DIR")
+            case .SQLITE_FULL:
+                return StateError("the disk holding the state database \(path) is full; free some space")
+            case .SQLITE_BUSY, .SQLITE_LOCKED:
+                return StateError("the state database \(path) stayed locked by another folio process for 30 s; try again")
+            default:
+                return StateError("state database \(path): \(error.message ?? "SQLite error \(error.resultCode.rawValue)")")
+            }
+        }
+        return StateError("state database \(path): \(error)")
+    }
+}

@@ -1,0 +1,15 @@
+import Foundation
+
+/// Where the state database lives: `FOLIO_STATE_DIR`, else the config's `state-dir`, else `/var/lib/folio` for
+/// root (systemd's `StateDirectory=`), else `$XDG_STATE_HOME/folio` (default `~/.local/state/folio`).
+public enum StateLocation {
+    public static func directory(configured: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let override = environment["FOLIO_STATE_DIR"], !override.isEmpty { return override }
+        if let configured { return configured }
+        if let systemd = environment["STATE_DIRECTORY"], !systemd.isEmpty, !systemd.contains(":") { return systemd }
+        if getuid() == 0 { return "/var/lib/folio" }
+        if let xdg = environment["XDG_STATE_HOME"], xdg.hasPrefix("/") { return xdg + "/folio" }
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        return home + "/.local/state/folio"
+    }
+}

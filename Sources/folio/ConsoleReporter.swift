@@ -1,0 +1,230 @@
+import FolioCore
+import Foundation
+import Glibc
+import Synchronization
+
+/// Shows runs to a person or a script: a live block redrawn in place on a terminal, a plain line every few
+/// seconds otherwise, or NDJSON events with `--json`. Always ends each target with its summary line.
+final class ConsoleReporter: SyncEventSink, @unchecked Sendable {
+    // Why @unchecked: `timer` is a dispatch source, which is thread-safe but not marked Sendable on Linux;
+    // everything else mutable is behind `state`'s mutex.
+    enum Mode: Sendable {
+        case terminal, plain, json
+    }
+
+    /// Why a mutex: events arrive from the engine's task and from download worker threads, and the redraw
+    /// timer reads the same state.
+    private let state = Mutex<State>(State())
+    let mode: Mode
+    private let timer: DispatchSourceTimer
+
+    private struct TargetState {
+        var stage = "starting"
+        var plan: SyncEvent.PlanSummary?
+        var progress: TransferProgress?
+        var started = Date()
+        var lastPlainLine = Date()
+    }
+
+    private struct State {
+        var targets: [(name: String, state: TargetState)] = []
+        var drawnLines = 0
+    }
+
+    init(mode: Mode) {
+        self.mode = mode
+        timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "folio.progress"))
+        let interval: DispatchTimeInterval = mode == .terminal ? .milliseconds(250) : .seconds(1)
+        timer.schedule(deadline: .now() + interval, repeating: interval)
+        timer.setEventHandler { [weak self] in self?.tick() }
+        timer.resume()
+    }
+
+    deinit { timer.cancel() }
+
+    static func mode(json: Bool) -> Mode {
+        if json { return .json }
+        let term = ProcessInfo.processInfo.environment["TERM"] ?? ""
+        return isatty(STDOUT_FILENO) == 1 && term != "dumb" && !term.isEmpty ? .terminal : .plain
+    }
+
+    /// Attaches the live counters of a target's run (set before the run starts).
+    func watch(target: String, progress: TransferProgress) {
+        state.withLock { state in
+            if let index = state.targets.firstIndex(where: { $0.name == target }) {
+                state.targets[index].state.progress = progress
+            } else {
+                var fresh = TargetState()
+                fresh.progress = progress
+                state.targets.append((target, fresh))
+            }
+        }
+    }
+
+    func emit(_ event: SyncEvent) {
+        switch mode {
+        case .json: emitJSON(event)
+        case .terminal, .plain: emitText(event)
+        }
+    }
+
+    /// A line for the operator outside any target (lock waits and the like).
+    func note(_ line: String) {
+        if mode == .json {
+            write(JSONLine.encode(["event": "notice", "message": line]))
+        } else {
+            printAboveBlock(line, toError: true)
+        }
+    }
+
+    // MARK: text
+
+    private func emitText(_ event: SyncEvent) {
+        switch event {
+        case .started(let target, _, _, _):
+            update(target) { $0.started = Date() }
+        case .stage(let target, let stage):
+            update(target) { $0.stage = stage.rawValue }
+        case .planned(let target, let summary):
+            update(target) { $0.plan = summary }
+        case .fileDone:
+            break
+        case .fileFailed(let target, _, let message):
+            printAboveBlock("\(target): \(message)", toError: true)
+        case .notice(let target, let message):
+            printAboveBlock("\(target): \(message)", toError: false)
+        case .finished(let report):
+            state.withLock { state in state.targets.removeAll { $0.name == report.target } }
+            let failed = report.result == .failed || report.result == .refused || report.result == .interrupted
+            for line in Summary.lines(for: report) { printAboveBlock(line, toError: failed) }
+        }
+    }
+
+    private func update(_ target: String, _ change: (inout TargetState) -> Void) {
+        state.withLock { state in
+            if let index = state.targets.firstIndex(where: { $0.name == target }) {
+                change(&state.targets[index].state)
+            } else {
+                var fresh = TargetState()
+                change(&fresh)
+                state.targets.append((target, fresh))
+            }
+        }
+    }
+
+    private func tick() {
+        switch mode {
+        case .terminal:
+            state.withLock { state in redraw(&state) }
+        case .plain:
+            let lines: [String] = state.withLock { state in
+                var due: [String] = []
+                for index in state.targets.indices where state.targets[index].state.stage == "downloading"
+                    && Date().timeIntervalSince(state.targets[index].state.lastPlainLine) >= 5 {
+                    state.targets[index].state.lastPlainLine = Date()
+                    due.append(Self.progressLine(state.targets[index].name, state.targets[index].state))
+                }
+                return due
+            }
+            for line in lines { write(line + "\n") }
+        case .json:
+            let lines: [String] = state.withLock { state in
+                state.targets.compactMap { target in
+                    guard target.state.stage == "downloading", let progress = target.state.progress else { return nil }
+                    return JSONLine.encode(["event": "progress", "target": target.name, "files": progress.filesDone,
+                                            "files_total": target.state.plan?.downloads ?? 0, "bytes": progress.bytesDone,
+                                            "bytes_total": target.state.plan?.downloadBytes ?? 0])
+                }
+            }
+            for line in lines { write(line) }
+        }
+    }
+
+    /// Redraws the live block: one line per running target and one with the files in flight.
+    private func redraw(_ state: inout State) {
+        var out = String(repeating: "\u{1B}[1A\u{1B}[2K", count: state.drawnLines) + "\r\u{1B}[2K"
+        var lines: [String] = []
+        let width = Int(Self.terminalWidth())
+        for target in state.targets {
+            lines.append(Self.clip(Self.progressLine(target.name, target.state), width))
+            if target.state.stage == "downloading", let progress = target.state.progress {
+                let names = progress.inFlight.prefix(4).map { "\($0)" }
+                if !names.isEmpty { lines.append(Self.clip("  ↳ " + names.joined(separator: ", "), width)) }
+            }
+        }
+        out += lines.map { $0 + "\n" }.joined()
+        state.drawnLines = lines.count
+        write(out)
+    }
+
+    private func printAboveBlock(_ line: String, toError: Bool) {
+        state.withLock { state in
+            if mode == .terminal && state.drawnLines > 0 {
+                write(String(repeating: "\u{1B}[1A\u{1B}[2K", count: state.drawnLines) + "\r")
+                state.drawnLines = 0
+            }
+            if toError { FileHandle.standardError.write(Data((line + "\n").utf8)) } else { write(line + "\n") }
+            if mode == .terminal { redraw(&state) }
+        }
+    }
+
+    private static func progressLine(_ name: String, _ state: TargetState) -> String {
+        guard state.stage == "downloading", let plan = state.plan, let progress = state.progress else {
+            return "\(name): \(state.stage)…"
+        }
+        let elapsed = max(0.001, Date().timeIntervalSince(state.started))
+        let bytes = progress.bytesDone
+        let rate = Double(bytes) / elapsed
+        let remaining = max(0, plan.downloadBytes - bytes)
+        let eta = rate > 0 ? " ETA \(DurationText.describe(seconds: Int(Double(remaining) / rate)))" : ""
+        return "\(name): downloading \(progress.filesDone)/\(plan.downloads) files, \(ByteCount.format(bytes))/\(ByteCount.format(plan.downloadBytes)), \(ByteCount.rate(rate))\(eta)"
+    }
+
+    private static func clip(_ line: String, _ width: Int) -> String {
+        line.count <= width ? line : String(line.prefix(max(10, width - 1))) + "…"
+    }
+
+    private static func terminalWidth() -> UInt16 {
+        var size = winsize()
+        return ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0 && size.ws_col > 0 ? size.ws_col : 100
+    }
+
+    // MARK: json
+
+    private func emitJSON(_ event: SyncEvent) {
+        switch event {
+        case .started(let target, let source, let destination, let trigger):
+            update(target) { $0.started = Date() }
+            write(JSONLine.encode(["event": "target-start", "target": target, "source": source, "destination": destination, "trigger": trigger.rawValue]))
+        case .stage(let target, let stage):
+            update(target) { $0.stage = stage.rawValue }
+            write(JSONLine.encode(["event": "stage", "target": target, "stage": stage.rawValue]))
+        case .planned(let target, let summary):
+            update(target) { $0.plan = summary }
+            write(JSONLine.encode(["event": "plan", "target": target, "downloads": summary.downloads, "bytes": summary.downloadBytes,
+                                   "removals": summary.removals, "folders": summary.folders, "mtime_fixes": summary.mtimeFixes]))
+        case .fileDone(let target, let path, let bytes):
+            write(JSONLine.encode(["event": "file-done", "target": target, "path": path.description, "bytes": bytes]))
+        case .fileFailed(let target, let path, let message):
+            write(JSONLine.encode(["event": "file-failed", "target": target, "path": path.description, "message": message]))
+        case .notice(let target, let message):
+            write(JSONLine.encode(["event": "notice", "target": target, "message": message]))
+        case .finished(let report):
+            state.withLock { state in state.targets.removeAll { $0.name == report.target } }
+            var object: [String: any Sendable] = [
+                "event": "target-done", "target": report.target, "result": report.result.rawValue,
+                "downloaded": report.downloaded, "updated": report.updated, "removed": report.removed, "trashed": report.trashed,
+                "created_dirs": report.createdFolders, "bytes": report.bytes, "failed": report.failed,
+                "seconds": (report.seconds * 1000).rounded() / 1000,
+            ]
+            if let error = report.error { object["error"] = error }
+            if report.dryRun { object["dry_run"] = true }
+            if !report.localChanges.isEmpty { object["local_changes"] = report.localChanges.map(\.description) }
+            write(JSONLine.encode(object))
+        }
+    }
+
+    private func write(_ text: String) {
+        FileHandle.standardOutput.write(Data(text.utf8))
+    }
+}

@@ -1,0 +1,82 @@
+import ArgumentParser
+import FolioCore
+import FolioState
+import Foundation
+
+/// `folio mirror SOURCE DEST`: a one-off mirror without a configuration file, with the same engine and guarantees.
+/// Its state is kept in the state directory under the name `mirror:DEST`, so running it again is incremental.
+struct MirrorCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "mirror",
+        abstract: "Mirror SOURCE into DEST once, without a configuration file.",
+        discussion: "SOURCE is a folder, file://, sftp://[user@]host[:port]/path or http(s):// URL; DEST a local folder."
+    )
+
+    @Argument(help: "Where the files come from.") var source: String
+    @Argument(help: "The local folder to keep in step.") var destination: String
+
+    @Flag(name: .long, help: "Show what would change; change nothing.") var dryRun = false
+    @Flag(name: .long, help: "Write NDJSON events, one object per line.") var json = false
+    @Flag(name: .long, help: "Allow a run past the max-delete and empty-source guards.") var force = false
+    @Flag(name: .long, help: "Exit 1 at once if another folio process is syncing DEST.") var noWait = false
+    @Option(name: .long, help: "Parallel downloads.") var transfers: Int = 4
+    @Option(name: .long, help: "Seconds a network operation may take.") var timeout: Int = 30
+    @Option(name: .long, help: "Most entries a run may remove: a count or a percentage like 50%.") var maxDelete: String = "50%"
+    @Option(name: .long, help: "Days to keep removed files in DEST/.folio/trash (0 deletes them).") var trashDays: Int = 30
+    @Option(name: .long, help: "Leave out matching entries (repeatable glob).") var exclude: [String] = []
+    @Option(name: .long, help: "Symbolic links on the source: skip or follow (inside the source only).") var symlinks: String = "skip"
+    @Option(name: .long, help: "SFTP: private key file (ed25519 or ECDSA).") var identity: String?
+    @Option(name: .long, help: "SFTP: file holding the key's passphrase.") var passphraseFile: String?
+    @Option(name: .long, help: "SFTP/HTTP: file holding the password.") var passwordFile: String?
+    @Option(name: .long, help: "SFTP: known_hosts file (default ~/.ssh/known_hosts).") var knownHosts: String?
+    @Option(name: .long, help: "HTTP: user name for Basic/Digest authentication.") var username: String?
+    @Option(name: .long, help: "HTTP: file holding a bearer token.") var tokenFile: String?
+    @Option(name: .long, help: "HTTPS: extra CA certificate (PEM) to trust.") var caFile: String?
+    @Flag(name: .long, help: "HTTPS: do not verify certificates (warned about on every run).") var insecureTLS = false
+    @Option(name: .long, help: "HTTP: auto, true or false.") var webdav: String = "auto"
+    @Option(name: .long, help: "HTTP: at most this many requests per second.") var requestsPerSecond: Double?
+
+    func run() async throws {
+        let target = try makeTarget()
+        let coordinator = RunCoordinator(
+            stateDirectory: StateLocation.directory(configured: nil),
+            reporter: ConsoleReporter(mode: ConsoleReporter.mode(json: json)),
+            options: SyncEngine.RunOptions(trigger: .manual, dryRun: dryRun, force: force),
+            parallelTargets: 1, waitForLock: !noWait)
+        let status = await coordinator.run([target])
+        if status != .success { throw status.exitCode }
+    }
+
+    /// The flags as a target, checked like a configuration file's.
+    func makeTarget() throws -> TargetConfig {
+        let absolute = destination.hasPrefix("/") ? destination : FileManager.default.currentDirectoryPath + "/" + destination
+        let sourceText = source.contains("://") || source.hasPrefix("/") ? source : FileManager.default.currentDirectoryPath + "/" + source
+        var toml = "[[target]]\nname = \"mirror\"\nsource = \(quoted(sourceText))\ndestination = \(quoted(absolute))\n"
+        toml += "transfers = \(transfers)\ntimeout = \(timeout)\ntrash-days = \(trashDays)\nsymlinks = \(quoted(symlinks))\n"
+        toml += Int(maxDelete).map { "max-delete = \($0)\n" } ?? "max-delete = \(quoted(maxDelete))\n"
+        toml += "exclude = [\(exclude.map(quoted).joined(separator: ", "))]\n"
+        for (key, value) in [("identity", identity), ("passphrase-file", passphraseFile), ("password-file", passwordFile),
+                             ("known-hosts", knownHosts), ("username", username), ("token-file", tokenFile), ("ca-file", caFile)] {
+            if let value { toml += "\(key) = \(quoted(key == "username" ? value : absolutePath(value)))\n" }
+        }
+        if insecureTLS { toml += "insecure-tls = true\n" }
+        toml += webdav == "auto" ? "webdav = \"auto\"\n" : "webdav = \(webdav)\n"
+        if let requestsPerSecond { toml += "requests-per-second = \(requestsPerSecond)\n" }
+        var target: TargetConfig
+        do {
+            let config = try Config.parse(toml, file: "command line")
+            target = config.targets[0]
+        } catch {
+            // Name the flag, not the generated line.
+            throw CLIError.usage(error.message.replacingOccurrences(of: "requests-per-second", with: "--requests-per-second"))
+        }
+        target.name = "mirror:" + absolute
+        return target
+    }
+
+    private func absolutePath(_ path: String) -> String {
+        path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+    }
+
+    private func quoted(_ text: String) -> String { JSONLine.quote(text) }
+}

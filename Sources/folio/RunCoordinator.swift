@@ -1,0 +1,128 @@
+import Dispatch
+import FolioCore
+import FolioState
+import Foundation
+import Glibc
+
+/// Runs a set of targets for `folio sync --now` and `folio mirror`: one lock per target, one after another (or
+/// `--parallel-targets` at once), Ctrl-C and SIGTERM stop cleanly, and the exit code says how it went.
+struct RunCoordinator {
+    let stateDirectory: String
+    let reporter: ConsoleReporter
+    let options: SyncEngine.RunOptions
+    let parallelTargets: Int
+    /// Wait for a target another process is syncing (else exit 1 at once).
+    let waitForLock: Bool
+
+    func run(_ targets: [TargetConfig]) async -> ExitStatus {
+        let database: StateDatabase
+        do {
+            database = try StateDatabase(directory: stateDirectory)
+        } catch {
+            FileHandle.standardError.write(Data("folio: \(error.message)\n".utf8))
+            return .runFailed
+        }
+        let engine = SyncEngine(state: database, events: reporter)
+        let stopper = SignalStopper(reporter: reporter)
+        defer { stopper.disarm() }
+        var reports: [RunReport] = []
+        await withTaskGroup(of: RunReport.self) { group in
+            var pending = targets[...]
+            func startNext() {
+                guard let target = pending.popFirst() else { return }
+                group.addTask { await runOne(target, engine: engine, stopper: stopper) }
+            }
+            for _ in 0..<max(1, parallelTargets) { startNext() }
+            while let report = await group.next() {
+                reports.append(report)
+                startNext()
+            }
+        }
+        return ExitStatus.combined(reports)
+    }
+
+    private func runOne(_ target: TargetConfig, engine: SyncEngine, stopper: SignalStopper) async -> RunReport {
+        let source: any Source
+        do {
+            source = try SourceFactory.make(for: target)
+        } catch {
+            return failed(target, "\(error)")
+        }
+        let directory = stateDirectory
+        let wait = waitForLock
+        let reporter = self.reporter
+        let lock: Result<TargetLock, TargetLock.Failure> = await withCheckedContinuation { continuation in
+            // flock blocks: off the cooperative pool.
+            DispatchQueue.global().async {
+                continuation.resume(returning: Result { () throws(TargetLock.Failure) -> TargetLock in
+                    try TargetLock.acquire(target: target.name, stateDirectory: directory, wait: wait) { holder in
+                        reporter.note("\(holder); waiting (use --no-wait to give up instead)")
+                    }
+                })
+            }
+        }
+        switch lock {
+        case .failure(.busy(let holder)): return failed(target, holder)
+        case .failure(.io(let message)): return failed(target, message)
+        case .success(let held):
+            let progress = TransferProgress()
+            reporter.watch(target: target.name, progress: progress)
+            guard stopper.register(progress) else { return failed(target, "stopped before it started", result: .interrupted) }
+            let report = await engine.run(target, source: source, options: options, progress: progress)
+            withExtendedLifetime(held) {}
+            return report
+        }
+    }
+
+    private func failed(_ target: TargetConfig, _ message: String, result: RunReport.Result = .failed) -> RunReport {
+        var report = RunReport(target: target.name)
+        report.result = result
+        report.error = message
+        reporter.emit(.finished(report))
+        return report
+    }
+}
+
+/// Turns the first SIGINT or SIGTERM into a clean stop of every running target (workers stop between chunks,
+/// partial files stay); a second SIGINT exits at once.
+final class SignalStopper: @unchecked Sendable {
+    // Why @unchecked: `sources` are dispatch sources (thread-safe, not marked Sendable on Linux), set once in init.
+    private let running = Locked<(stopped: Bool, runs: [TransferProgress])>((false, []))
+    private let sources: [DispatchSourceSignal]
+
+    init(reporter: ConsoleReporter) {
+        let running = self.running
+        var sources: [DispatchSourceSignal] = []
+        for signalNumber in [SIGINT, SIGTERM] {
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+            source.setEventHandler {
+                let again = running.withLock { state in
+                    defer { state.stopped = true }
+                    for progress in state.runs { progress.cancel() }
+                    return state.stopped
+                }
+                if again && signalNumber == SIGINT { _exit(130) }
+                reporter.note("stopping: finishing the chunks in flight; partial files are kept for the next run")
+            }
+            source.resume()
+            sources.append(source)
+        }
+        self.sources = sources
+    }
+
+    /// Adds a run to stop on a signal; false when a signal already came.
+    func register(_ progress: TransferProgress) -> Bool {
+        running.withLock { state in
+            guard !state.stopped else { return false }
+            state.runs.append(progress)
+            return true
+        }
+    }
+
+    func disarm() {
+        for source in sources { source.cancel() }
+        signal(SIGINT, SIG_DFL)
+        signal(SIGTERM, SIG_DFL)
+    }
+}

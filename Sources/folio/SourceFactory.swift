@@ -1,0 +1,19 @@
+import FolioCore
+
+/// Builds the `Source` for a target from its `source` text. The only place that knows every transport.
+enum SourceFactory {
+    static func make(for target: TargetConfig) throws -> any Source {
+        let location: SourceLocation
+        do {
+            location = try SourceLocation(parsing: target.source)
+        } catch {
+            throw SourceError(.protocolViolation, error.message)
+        }
+        switch location.kind {
+        case .local(let path):
+            return LocalSource(rootPath: path, symlinks: target.symlinks)
+        case .sftp, .http:
+            throw SourceError(.protocolViolation, "source \(location): this build of folio has no network sources")
+        }
+    }
+}

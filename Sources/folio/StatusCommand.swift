@@ -1,0 +1,78 @@
+import ArgumentParser
+import FolioCore
+import FolioState
+import Foundation
+
+/// `folio status [--json]`: each target's last run, from the state database.
+struct StatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "Show each target's last run.")
+
+    @Option(name: .long, help: "Configuration file (default: $FOLIO_CONFIG, else /etc/folio/folio.toml).")
+    var config: String?
+
+    @Flag(name: .long, help: "One JSON object per target, one per line.")
+    var json = false
+
+    func run() async throws {
+        let path = Config.location(explicit: config)
+        // Status works without a configuration too (after `folio mirror`), from the state database alone.
+        let loaded: Config?
+        do {
+            loaded = try Config.load(path: path)
+        } catch {
+            if config != nil || FileManager.default.fileExists(atPath: path) { throw CLIError.usage(error.description) }
+            loaded = nil
+        }
+        let directory = StateLocation.directory(configured: loaded?.stateDirectory)
+        let database: StateDatabase
+        do {
+            database = try StateDatabase(directory: directory)
+        } catch {
+            FileHandle.standardError.write(Data("folio: \(error.message)\n".utf8))
+            throw ExitStatus.runFailed.exitCode
+        }
+        let runs = try database.lastRuns()
+        var names = loaded?.targets.map(\.name) ?? []
+        names += runs.keys.filter { !names.contains($0) }.sorted()
+        if names.isEmpty && !json { print("no targets yet (configuration: \(path), state: \(directory))") }
+        for name in names {
+            let target = loaded?.targets.first { $0.name == name }
+            let run = runs[name]
+            if json {
+                var object: [String: any Sendable] = ["event": "status", "target": name]
+                if let target { object["enabled"] = target.enabled; object["mode"] = target.mode.rawValue }
+                if let run {
+                    object["result"] = run.result
+                    object["started_at"] = ISO8601DateFormatter().string(from: run.startedAt)
+                    if let ended = run.endedAt { object["ended_at"] = ISO8601DateFormatter().string(from: ended); object["seconds"] = ended.timeIntervalSince(run.startedAt) }
+                    object["downloaded"] = run.downloaded
+                    object["updated"] = run.updated
+                    object["removed"] = run.removed
+                    object["trashed"] = run.trashed
+                    object["bytes"] = run.bytes
+                    object["failed"] = run.failed
+                    if let error = run.error { object["error"] = error }
+                }
+                print(JSONLine.encode(object), terminator: "")
+            } else {
+                print(Self.describe(name, target: target, run: run))
+            }
+        }
+    }
+
+    static func describe(_ name: String, target: TargetConfig?, run: StateDatabase.RunRow?) -> String {
+        var line = name
+        if let target, !target.enabled { line += " (disabled)" }
+        guard let run else { return line + ": never run" }
+        let formatter = DateFormatter()
+        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
+        line += ": \(run.result) at \(formatter.string(from: run.startedAt))"
+        if let ended = run.endedAt { line += " (\(String(format1: ended.timeIntervalSince(run.startedAt))) s)" }
+        if run.result != "unchanged" {
+            line += ", \(run.downloaded) added, \(run.updated) updated, \(run.removed) removed, \(ByteCount.format(run.bytes))"
+        }
+        if run.failed > 0 { line += ", \(run.failed) failed" }
+        if let error = run.error { line += " — \(error)" }
+        return line
+    }
+}

@@ -1,0 +1,48 @@
+import FolioCore
+
+/// The line (or few) that end every target's run, e.g.
+/// `photos: 120 added, 3 updated, 2 removed (in trash), 1.2 GiB in 14.2 s`.
+enum Summary {
+    static func lines(for report: RunReport) -> [String] {
+        let name = report.target
+        let time = "\(String(format1: report.seconds)) s"
+        var lines: [String] = []
+        switch report.result {
+        case .failed:
+            lines.append("\(name): failed: \(report.error ?? "unknown error")")
+        case .refused:
+            lines.append("\(name): refused: \(report.error ?? "a safety guard stopped the run")")
+        case .interrupted:
+            lines.append("\(name): interrupted after \(report.downloaded + report.updated) files, \(ByteCount.format(report.bytes)); the next run resumes")
+        case .unchanged:
+            lines.append(report.dryRun ? "\(name): nothing to do (dry run)" : "\(name): unchanged, checked in \(time)")
+        case .synced:
+            var parts: [String] = []
+            let verb = report.dryRun ? "would be " : ""
+            if report.downloaded > 0 { parts.append("\(report.downloaded) \(verb)added") }
+            if report.updated > 0 { parts.append("\(report.updated) \(verb)updated") }
+            if report.removed > 0 { parts.append("\(report.removed) \(verb)removed\(report.trashFolder != nil || report.dryRun ? " (in trash)" : "")") }
+            if report.createdFolders > 0 { parts.append("\(report.createdFolders) folders \(verb)created") }
+            if parts.isEmpty { parts.append("records brought up to date") }
+            if report.dryRun {
+                lines.append("\(name) (dry run): \(parts.joined(separator: ", ")), \(ByteCount.format(report.bytes)) to copy")
+            } else {
+                lines.append("\(name): \(parts.joined(separator: ", ")), \(ByteCount.format(report.bytes)) in \(time)")
+            }
+        }
+        if !report.failures.isEmpty {
+            let first = report.failures[0]
+            lines.append("\(name): \(report.failures.count) failed, retried next run; first: \(first.message)")
+        }
+        if !report.localChanges.isEmpty {
+            let shown = report.localChanges.prefix(5).map(\.description).joined(separator: ", ")
+            let more = report.localChanges.count > 5 ? " and \(report.localChanges.count - 5) more" : ""
+            let place = report.trashFolder.map { " (kept in \($0))" } ?? " (trash-days = 0: deleted)"
+            lines.append("\(name): \(report.localChanges.count) local files that folio did not write or that changed here were moved to the trash: \(shown)\(more)\(place)")
+        }
+        if report.withheldRemovals > 0 {
+            lines.append("\(name): \(report.withheldRemovals) removals held back because part of the source could not be listed; fix the listing errors above")
+        }
+        return lines
+    }
+}

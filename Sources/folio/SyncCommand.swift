@@ -1,0 +1,88 @@
+import ArgumentParser
+import FolioCore
+import FolioState
+import Foundation
+
+/// `folio sync --now [TARGET…]`: runs targets from the configuration now.
+struct SyncCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Sync targets from the configuration now.",
+        discussion: "Without TARGET names, runs every enabled target whose mode is manual or both."
+    )
+
+    @Flag(name: .long, help: "Run now (the only way `sync` runs; the daemon runs on a schedule).")
+    var now = false
+
+    @Argument(help: "Targets to run (default: every enabled target whose mode includes manual).")
+    var targets: [String] = []
+
+    @OptionGroup var common: CommonOptions
+
+    @Option(name: .long, help: "How many targets to run at once.")
+    var parallelTargets: Int = 1
+
+    @Flag(name: .long, help: "Exit 1 at once if another folio process is syncing a target, instead of waiting.")
+    var noWait = false
+
+    func run() async throws {
+        let config = try common.loadConfig()
+        let chosen: [TargetConfig]
+        if targets.isEmpty {
+            chosen = config.targets.filter { $0.enabled && $0.mode.includes(.manual) }
+            if chosen.isEmpty {
+                throw CLIError.usage("\(config.file): no enabled target has mode manual or both; name targets to run, e.g. folio sync --now photos")
+            }
+        } else {
+            chosen = try targets.map { name in
+                guard let target = config.targets.first(where: { $0.name == name }) else {
+                    let known = config.targets.map(\.name).joined(separator: ", ")
+                    throw CLIError.usage("no target named \"\(name)\" in \(config.file); targets: \(known.isEmpty ? "none" : known)")
+                }
+                return target
+            }
+        }
+        guard parallelTargets >= 1 else { throw CLIError.usage("--parallel-targets must be at least 1") }
+        let coordinator = RunCoordinator(
+            stateDirectory: StateLocation.directory(configured: config.stateDirectory),
+            reporter: ConsoleReporter(mode: ConsoleReporter.mode(json: common.json)),
+            options: SyncEngine.RunOptions(trigger: .manual, dryRun: common.dryRun, force: common.force),
+            parallelTargets: parallelTargets, waitForLock: !noWait)
+        let status = await coordinator.run(chosen)
+        if status != .success { throw status.exitCode }
+    }
+}
+
+/// Options shared by the commands that run targets.
+struct CommonOptions: ParsableArguments {
+    @Option(name: .long, help: "Configuration file (default: $FOLIO_CONFIG, else /etc/folio/folio.toml).")
+    var config: String?
+
+    @Flag(name: .long, help: "Show what would change; change nothing.")
+    var dryRun = false
+
+    @Flag(name: .long, help: "Write NDJSON events to standard output, one object per line.")
+    var json = false
+
+    @Flag(name: .long, help: "Allow a run past the max-delete and empty-source guards.")
+    var force = false
+
+    func loadConfig() throws -> Config {
+        do {
+            return try Config.load(path: Config.location(explicit: config))
+        } catch {
+            throw CLIError.usage(error.description)
+        }
+    }
+}
+
+/// A usage or configuration error: one line on standard error, exit 2.
+enum CLIError: Error, CustomStringConvertible {
+    case usage(String)
+
+    var description: String {
+        switch self {
+        case .usage(let message): message
+        }
+    }
+}

@@ -1,0 +1,100 @@
+import FolioCore
+import Foundation
+import XCTest
+
+final class ConfigTests: XCTestCase {
+    func testExampleConfigParses() throws {
+        let example = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../config/folio.example.toml").standardized.path
+        let config = try Config.load(path: example)
+        XCTAssertFalse(config.targets.isEmpty)
+        let photos = try XCTUnwrap(config.targets.first { $0.name == "photos" })
+        XCTAssertEqual(photos.interval, 15 * 60)
+        XCTAssertEqual(photos.exclude, ["*.tmp", "Thumbs.db", ".cache/"])
+    }
+
+    func testDefaultsAndTargetKeys() throws {
+        let config = try Config.parse("""
+            state-dir = "/var/lib/folio-test"
+            transfers = 8
+            max-delete = 100
+            interval = "2h"
+
+            [[target]]
+            name = "music"
+            source = "sftp://nas.local:2222/srv/music"
+            destination = "/srv/music"
+            mode = "automatic"
+            identity = "/etc/folio/id_ed25519"
+            symlinks = "follow"
+
+            [[target]]
+            name = "site"
+            source = "https://example.org/files/"
+            destination = "/srv/site"
+            transfers = 2
+            max-delete = "10%"
+            webdav = false
+            requests-per-second = 2.5
+            """, file: "f.toml")
+        XCTAssertEqual(config.stateDirectory, "/var/lib/folio-test")
+        XCTAssertEqual(config.targets[0].transfers, 8)
+        XCTAssertEqual(config.targets[0].maxDelete, .count(100))
+        XCTAssertEqual(config.targets[0].interval, 7_200)
+        XCTAssertEqual(config.targets[0].mode, .automatic)
+        XCTAssertEqual(config.targets[0].symlinks, .follow)
+        XCTAssertEqual(config.targets[0].sourceSettings.identity, "/etc/folio/id_ed25519")
+        XCTAssertEqual(config.targets[1].transfers, 2)
+        XCTAssertEqual(config.targets[1].maxDelete, .percent(10))
+        XCTAssertEqual(config.targets[1].sourceSettings.webdav, false)
+        XCTAssertEqual(config.targets[1].sourceSettings.requestsPerSecond, 2.5)
+    }
+
+    /// Every mistake names file:line, the key, and what to write instead.
+    func testMistakesSayWhereAndWhatToWrite() {
+        let base = "[[target]]\nname = \"a\"\nsource = \"/src\"\ndestination = \"/dst\"\n"
+        let rows: [(text: String, expected: String)] = [
+            (base + "destinaton = \"/x\"\n", "f.toml:5: unknown key \"destinaton\"; did you mean \"destination\"?"),
+            (base + "transfers = \"4\"\n", "f.toml:5: transfers must be a whole number from 1 to 64"),
+            (base + "interval = 90\n", "f.toml:5: interval must be a string, not an integer; write it with a unit, e.g. interval = \"15m\""),
+            (base + "interval = \"soon\"\n", "f.toml:5: interval \"soon\" is not a duration; write e.g. \"90s\", \"15m\", \"2h\" or \"1d\""),
+            (base + "mode = \"sometimes\"\n", "f.toml:5: mode must be \"manual\", \"automatic\" or \"both\""),
+            (base + "max-delete = \"lots\"\n", "f.toml:5: max-delete is a count (max-delete = 100) or a percentage (max-delete = \"50%\")"),
+            (base + base, "f.toml:5: target name \"a\" is already used at line 1; give each target its own name"),
+            ("[[target]]\nname = \"Bad Name\"\n", "f.toml:2: target name \"Bad Name\" may use only a-z, 0-9, '.', '_' and '-'"),
+            ("[[target]]\nname = \"a\"\nsource = \"/data\"\ndestination = \"/data/mirror\"\n",
+             "f.toml:1: target \"a\": destination /data/mirror is inside its source /data; choose a destination outside it"),
+            (base + "[[target]]\nname = \"b\"\nsource = \"/other\"\ndestination = \"/dst/b\"\n",
+             "f.toml:5: target \"b\": destination /dst/b is inside target \"a\"'s destination /dst; give each target a folder of its own"),
+            ("[[target]]\nname = \"a\"\n", "f.toml:1: this [[target]] has no source; add source = \"…\""),
+            (base + "destination2 = \n", "f.toml:5: expected a value"),
+            ("[target]\n", "f.toml:1: unknown table [target]; targets are written [[target]]"),
+            ("name = \"x\"\n", "f.toml:1: name belongs in a [[target]] table"),
+            (base + "source2 = \"x\" junk\n", "f.toml:5: unexpected text after the value; one key per line"),
+            ("[[target]]\nname = \"a\"\nsource = \"sftp://user:pw@host/x\"\n", "f.toml:3: source URL contains a password; put it in a file and use password-file instead"),
+        ]
+        for row in rows {
+            XCTAssertThrowsError(try Config.parse(row.text, file: "f.toml"), row.expected) { error in
+                XCTAssertEqual((error as? ConfigError)?.description, row.expected)
+            }
+        }
+    }
+
+    func testDurations() {
+        XCTAssertEqual(DurationText.seconds("90s"), 90)
+        XCTAssertEqual(DurationText.seconds("15m"), 900)
+        XCTAssertEqual(DurationText.seconds("1h30m"), 5_400)
+        XCTAssertEqual(DurationText.seconds("1d"), 86_400)
+        XCTAssertNil(DurationText.seconds("15"))
+        XCTAssertNil(DurationText.seconds("m"))
+        XCTAssertNil(DurationText.seconds("1x"))
+    }
+
+    func testSourceLocations() throws {
+        XCTAssertEqual(try SourceLocation(parsing: "sftp://me@nas:2222/srv/My%20Music").kind, .sftp(user: "me", host: "nas", port: 2222, path: "/srv/My Music"))
+        XCTAssertEqual(try SourceLocation(parsing: "file:///mnt/share").kind, .local("/mnt/share"))
+        XCTAssertEqual(try SourceLocation(parsing: "https://h/a%23b/").kind, .http(secure: true, host: "h", port: 443, path: "/a#b/", url: "https://h/a%23b/"))
+        XCTAssertThrowsError(try SourceLocation(parsing: "sftp://h/a%2Fb"))
+        XCTAssertThrowsError(try SourceLocation(parsing: "ftp://h/x"))
+        XCTAssertThrowsError(try SourceLocation(parsing: "relative/path"))
+    }
+}

@@ -1,0 +1,31 @@
+import FolioCore
+import XCTest
+
+final class ExcludeFilterTests: XCTestCase {
+    func testGlobs() throws {
+        let rows: [(glob: String, path: String, folder: Bool, excluded: Bool)] = [
+            ("*.tmp", "a.tmp", false, true),
+            ("*.tmp", "deep/down/a.tmp", false, true),
+            ("*.tmp", "a.tmp.keep", false, false),
+            ("cache/", "x/cache", true, true),
+            ("cache/", "x/cache", false, false),
+            ("/top.txt", "top.txt", false, true),
+            ("/top.txt", "sub/top.txt", false, false),
+            ("photos/*.raw", "photos/a.raw", false, true),
+            ("photos/*.raw", "photos/sub/a.raw", false, false),
+            ("photos/**/*.raw", "photos/sub/deeper/a.raw", false, true),
+            ("photos/**/*.raw", "photos/a.raw", false, true),
+            ("?.txt", "a.txt", false, true),
+            ("?.txt", "ab.txt", false, false),
+            ("[!a]*", "b", false, true),
+            ("[!a]*", "a", false, false),
+            ("[a-c].jpg", "b.jpg", false, true),
+            ("[a-c].jpg", "d.jpg", false, false),
+            ("Thumbs.db", "x/Thumbs.db", false, true),
+        ]
+        for row in rows {
+            let filter = ExcludeFilter([row.glob])
+            XCTAssertEqual(filter.excludes(try RelativePath(validating: row.path), isFolder: row.folder), row.excluded, "\(row.glob) vs \(row.path)")
+        }
+    }
+}

@@ -1,0 +1,70 @@
+import FolioCore
+import XCTest
+
+final class RelativePathTests: XCTestCase {
+    func testNamesFolioRefuses() {
+        let refused: [(String, NameError.Problem)] = [
+            ("..", .dotName), (".", .dotName), ("a/../b", .dotName), ("a//b", .empty), ("/abs", .empty), ("a/", .empty),
+            ("new\nline", .controlCharacter), ("tab\there", .controlCharacter), ("del\u{7F}", .controlCharacter),
+            (String(repeating: "x", count: 256), .tooLong),
+        ]
+        for (text, problem) in refused {
+            XCTAssertThrowsError(try RelativePath(validating: text), text) { error in
+                XCTAssertEqual((error as? NameError)?.problem, problem, text)
+            }
+        }
+        XCTAssertThrowsError(try RelativePath(validating: [UInt8(ascii: "a"), 0, UInt8(ascii: "b")])) { error in
+            XCTAssertEqual((error as? NameError)?.problem, .nul)
+        }
+        XCTAssertThrowsError(try RelativePath.root.appending(name: Array("a/b".utf8))) { error in
+            XCTAssertEqual((error as? NameError)?.problem, .slash)
+        }
+    }
+
+    func testNamesFolioKeepsAsTheirBytes() throws {
+        for text in ["a b", "#1 %41", "?&=", "...", ".hidden", "caf\u{E9}", "cafe\u{301}", "日本語", String(repeating: "y", count: 255)] {
+            let path = try RelativePath(validating: "dir/" + text)
+            XCTAssertEqual(Array(path.name), Array(text.utf8), text)
+        }
+        // Not UTF-8: kept exactly, shown escaped.
+        let latin1 = try RelativePath.root.appending(name: [0x63, 0x61, 0x66, 0xE9])
+        XCTAssertEqual(latin1.bytes, [0x63, 0x61, 0x66, 0xE9])
+        XCTAssertEqual(latin1.description, "caf\\xe9")
+        // NFC and NFD are two names.
+        XCTAssertNotEqual(try RelativePath(validating: "caf\u{E9}"), try RelativePath(validating: "cafe\u{301}"))
+    }
+
+    func testOrderPutsChildrenRightAfterTheirFolder() throws {
+        let paths = try ["a-b", "a/b", "a", "a/b/c", "b", "a.b"].map { try RelativePath(validating: $0) }
+        XCTAssertEqual(paths.sorted().map(\.description), ["a", "a/b", "a/b/c", "a-b", "a.b", "b"])
+    }
+
+    func testParentsDepthAndContainment() throws {
+        let path = try RelativePath(validating: "a/b/c")
+        XCTAssertEqual(path.depth, 3)
+        XCTAssertEqual(path.parent, try RelativePath(validating: "a/b"))
+        XCTAssertEqual(try RelativePath(validating: "a").parent, .root)
+        XCTAssertTrue(path.isWithin(try RelativePath(validating: "a/b")))
+        XCTAssertFalse(try RelativePath(validating: "a/bc").isWithin(try RelativePath(validating: "a/b")))
+    }
+
+    func testNormalisationClashesAreReportedNotMerged() throws {
+        var builder = SnapshotBuilder()
+        builder.append(Entry(path: try RelativePath(validating: "caf\u{E9}.txt"), kind: .file, size: 1, mtime: FileTime(seconds: 1)))
+        builder.append(Entry(path: try RelativePath(validating: "cafe\u{301}.txt"), kind: .file, size: 2, mtime: FileTime(seconds: 1)))
+        let snapshot = builder.finish()
+        XCTAssertEqual(snapshot.entries.count, 2)
+        XCTAssertEqual(snapshot.issues.count, 1)
+        guard case .normalizationClash = snapshot.issues[0].kind else { return XCTFail("\(snapshot.issues)") }
+        XCTAssertTrue(snapshot.isComplete, "a clash must not block removals")
+    }
+
+    func testTimesCompareAtTheCoarserPrecision() {
+        let exact = FileTime(seconds: 100, nanoseconds: 999_999_999)
+        XCTAssertTrue(FileTime.equal(exact, .nanosecond, FileTime(seconds: 100), .second))
+        XCTAssertFalse(FileTime.equal(exact, .nanosecond, FileTime(seconds: 101), .second))
+        XCTAssertFalse(FileTime.equal(exact, .nanosecond, FileTime(seconds: 100), .nanosecond))
+        XCTAssertFalse(FileTime.equal(.unknown, .second, .unknown, .second))
+        XCTAssertEqual(FileTime(nanoseconds: -1).truncated(to: .second), FileTime(seconds: -1))
+    }
+}

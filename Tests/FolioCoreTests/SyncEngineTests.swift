@@ -1,0 +1,226 @@
+import FolioCore
+import FolioTestSupport
+import Foundation
+import XCTest
+
+/// The engine against `MemorySource` and a real destination folder.
+final class SyncEngineTests: XCTestCase {
+    var source: MemorySource!
+    var state: MemoryStateStore!
+    var destination: TemporaryDirectory!
+    var target: TargetConfig!
+
+    override func setUp() {
+        source = MemorySource()
+        state = MemoryStateStore()
+        destination = TemporaryDirectory("engine-dest")
+        target = TargetConfig(name: "t", source: "memory://", destination: destination.path)
+        target.transfers = 3
+    }
+
+    private func run(force: Bool = false, dryRun: Bool = false) async -> RunReport {
+        await SyncEngine(state: state, events: EventRecorder()).run(target, source: source, options: .init(trigger: .manual, dryRun: dryRun, force: force))
+    }
+
+    private func content(_ relative: String) -> String? {
+        FixtureTree.read(destination.path(relative)).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    private func trashed(_ relative: String) -> [String] {
+        let trash = destination.path(".folio/trash")
+        let runs = (try? FileManager.default.contentsOfDirectory(atPath: trash)) ?? []
+        return runs.compactMap { run in FixtureTree.read(trash + "/" + run + "/" + relative).map { String(decoding: $0, as: UTF8.self) } }
+    }
+
+    func testInitialSyncThenUnchanged() async throws {
+        source.setFile("a.txt", "alpha", mtime: FileTime(seconds: 1_600_000_000, nanoseconds: 5))
+        source.setFile("d/e/f.txt", "deep")
+        source.setFolder("empty")
+        let first = await run()
+        XCTAssertEqual(first.result, .synced)
+        XCTAssertEqual(first.downloaded, 2)
+        XCTAssertEqual(first.createdFolders, 3)
+        XCTAssertEqual(first.bytes, 9)
+        XCTAssertEqual(content("a.txt"), "alpha")
+        XCTAssertEqual(content("d/e/f.txt"), "deep")
+        XCTAssertEqual(FixtureTree.mtime(destination.path("a.txt")), 1_600_000_000_000_000_005)
+        XCTAssertEqual(FixtureTree.mtime(destination.path("d")), 1_600_000_000_000_000_000, "folder times are mirrored too")
+        XCTAssertEqual(FixtureTree.listing(destination.path), ["a.txt", "d/", "d/e/", "d/e/f.txt", "empty/"])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination.path(".folio/partial")), [])
+
+        let downloadsBefore = source.downloads.count
+        let second = await run()
+        XCTAssertEqual(second.result, .unchanged)
+        XCTAssertEqual(source.downloads.count, downloadsBefore)
+    }
+
+    func testChangedAndRemovedFilesGoToTheTrash() async throws {
+        source.setFile("a.txt", "version 1")
+        source.setFile("b.txt", "bravo")
+        source.setFile("keep1", "k")
+        source.setFile("keep2", "k")
+        _ = await run()
+        source.setFile("a.txt", "version 2, longer", mtime: FileTime(seconds: 1_700_000_500))
+        source.remove("b.txt")
+        let report = await run()
+        XCTAssertEqual(report.result, .synced)
+        XCTAssertEqual(report.updated, 1)
+        XCTAssertEqual(report.removed, 1)
+        XCTAssertEqual(report.localChanges, [])
+        XCTAssertEqual(content("a.txt"), "version 2, longer")
+        XCTAssertNil(content("b.txt"))
+        XCTAssertEqual(trashed("a.txt"), ["version 1"])
+        XCTAssertEqual(trashed("b.txt"), ["bravo"])
+    }
+
+    func testTypeChangesBothWays() async throws {
+        source.setFile("x", "a file")
+        source.setFile("y/inner.txt", "in a folder")
+        source.setFile("z1", "z")
+        source.setFile("z2", "z")
+        source.setFile("z3", "z")
+        _ = await run()
+        source.remove("x")
+        source.setFile("x/now-a-folder.txt", "child")
+        source.remove("y")
+        source.setFile("y", "now a file")
+        let report = await run()
+        XCTAssertEqual(report.result, .synced, report.error ?? "")
+        XCTAssertEqual(content("x/now-a-folder.txt"), "child")
+        XCTAssertEqual(content("y"), "now a file")
+        XCTAssertEqual(trashed("x"), ["a file"])
+        XCTAssertEqual(trashed("y/inner.txt"), ["in a folder"])
+    }
+
+    func testIdenticalFilesAreAdoptedNotFetched() async throws {
+        let mtime = FileTime(seconds: 1_650_000_000, nanoseconds: 123)
+        source.setFile("same.txt", "identical", mtime: mtime)
+        FixtureTree.write(destination.path, "same.txt", "identical", mtime: (1_650_000_000, 123))
+        let report = await run()
+        XCTAssertEqual(report.result, .synced)
+        XCTAssertEqual(report.downloaded + report.updated, 0)
+        XCTAssertTrue(source.downloads.isEmpty)
+        XCTAssertEqual(try state.record(of: "t").count, 1, "the adopted file is recorded")
+    }
+
+    func testLocalEditsAreTrashedAndReportedBeforeReplacement() async throws {
+        source.setFile("doc.txt", "from the source")
+        source.setFile("other", "o")
+        source.setFile("other2", "o")
+        _ = await run()
+        FixtureTree.write(destination.path, "doc.txt", "edited here by someone")
+        FixtureTree.write(destination.path, "stray.txt", "not from the source")
+        let report = await run()
+        XCTAssertEqual(report.result, .synced)
+        XCTAssertEqual(content("doc.txt"), "from the source")
+        XCTAssertNil(content("stray.txt"))
+        XCTAssertEqual(Set(report.localChanges.map(\.description)), ["doc.txt", "stray.txt"])
+        XCTAssertEqual(trashed("doc.txt"), ["edited here by someone"])
+        XCTAssertEqual(trashed("stray.txt"), ["not from the source"])
+    }
+
+    func testMaxDeleteRefusesThenForceAllows() async throws {
+        for i in 0..<10 { source.setFile("f\(i)", "x") }
+        _ = await run()
+        for i in 0..<6 { source.remove("f\(i)") }
+        let refused = await run()
+        XCTAssertEqual(refused.result, .refused)
+        XCTAssertEqual(refused.error, "would remove 6 of 10 entries in \(destination.path), more than max-delete (50%); nothing was changed; check the source, then run with --force to allow it")
+        XCTAssertEqual(FixtureTree.listing(destination.path).count, 10, "nothing removed")
+        let forced = await run(force: true)
+        XCTAssertEqual(forced.result, .synced)
+        XCTAssertEqual(forced.removed, 6)
+        XCTAssertEqual(FixtureTree.listing(destination.path), ["f6", "f7", "f8", "f9"])
+    }
+
+    func testAListingErrorAnywhereRemovesNothing() async throws {
+        source.setFile("ok/a", "a")
+        source.setFile("ok/gone", "g")
+        source.setFile("locked/b", "b")
+        _ = await run()
+        source.remove("ok/gone")
+        source.setFile("ok/new", "n")
+        source.makeUnreadable("locked")
+        let report = await run()
+        XCTAssertEqual(report.result, .synced)
+        XCTAssertFalse(report.isClean)
+        XCTAssertEqual(report.removed, 0)
+        XCTAssertGreaterThan(report.withheldRemovals, 0)
+        XCTAssertEqual(content("ok/gone"), "g", "not removed while the listing is incomplete")
+        XCTAssertEqual(content("locked/b"), "b")
+        XCTAssertEqual(content("ok/new"), "n", "the rest still syncs")
+    }
+
+    func testAPartialFileIsResumedFromItsOffset() async throws {
+        let text = String(repeating: "0123456789", count: 1_000)
+        source.setFile("big.txt", text)
+        let entry = try await source.snapshot(options: ListingOptions()).entry(at: RelativePath(validating: "big.txt"))!
+        try FileManager.default.createDirectory(atPath: destination.path(".folio/partial"), withIntermediateDirectories: true)
+        FixtureTree.write(destination.path(".folio/partial"), Destination.partialName(for: entry), Array(text.utf8.prefix(4_000)))
+        let report = await run()
+        XCTAssertEqual(report.result, .synced)
+        XCTAssertEqual(source.downloads.map(\.1), [4_000])
+        XCTAssertEqual(report.bytes, 6_000)
+        XCTAssertEqual(content("big.txt"), text)
+    }
+
+    func testAnEmptyOrMissingSourceRemovesNothing() async throws {
+        source.setFile("precious", "p")
+        _ = await run()
+        source.remove("precious")
+        let empty = await run()
+        XCTAssertEqual(empty.result, .refused)
+        XCTAssertTrue(empty.error?.contains("is empty; refusing to remove the 1 entries") == true, empty.error ?? "")
+        source.failRoot(with: SourceError(.notFound, "source folder /x does not exist"))
+        let missing = await run()
+        XCTAssertEqual(missing.result, .failed)
+        XCTAssertEqual(missing.error, "source folder /x does not exist")
+        XCTAssertEqual(content("precious"), "p")
+    }
+
+    func testAFailedFileIsNeverInstalledAndTheRestIs() async throws {
+        source.setFile("good", "g")
+        source.setFile("bad", "b")
+        source.failDownload("bad", with: SourceError(.permission, "cannot read /src/bad: permission denied"))
+        let report = await run()
+        XCTAssertEqual(report.result, .synced)
+        XCTAssertEqual(report.failures.map(\.message), ["cannot read /src/bad: permission denied"])
+        XCTAssertEqual(content("good"), "g")
+        XCTAssertNil(content("bad"))
+        source.failDownload("bad", with: nil)
+        let retry = await run()
+        XCTAssertEqual(retry.downloaded, 1)
+        XCTAssertEqual(content("bad"), "b")
+    }
+
+    func testTrashDaysZeroDeletes() async throws {
+        target.trashDays = 0
+        source.setFile("a", "a")
+        source.setFile("b", "b")
+        source.setFile("c", "c")
+        _ = await run()
+        source.remove("a")
+        let report = await run()
+        XCTAssertEqual(report.removed, 1)
+        XCTAssertNil(report.trashFolder)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination.path(".folio/trash")), [])
+    }
+
+    func testDryRunChangesNothing() async throws {
+        source.setFile("a", "a")
+        let report = await run(dryRun: true)
+        XCTAssertEqual(report.downloaded, 1)
+        XCTAssertEqual(FixtureTree.listing(destination.path), [])
+        XCTAssertTrue(source.downloads.isEmpty)
+    }
+
+    func testAnETagChangeWithSameSizeAndTimeIsFetched() async throws {
+        source.setFile("page.html", "AAAA", validator: "\"1\"")
+        source.setFile("x", "x")
+        _ = await run()
+        source.setFile("page.html", "BBBB", validator: "\"2\"")
+        let report = await run()
+        XCTAssertEqual(report.updated, 1)
+        XCTAssertEqual(content("page.html"), "BBBB")
+    }
+}

@@ -1,0 +1,132 @@
+import FolioCore
+import XCTest
+
+/// The planner, case by case: each row is (remote, local, record) → the plan, written as short lines.
+final class SyncPlannerTests: XCTestCase {
+    struct Case {
+        var name: String
+        var remote: [Entry]
+        var local: [LocalItem]
+        var record: [RecordedEntry] = []
+        var complete = true
+        var expected: [String]
+    }
+
+    func testTable() throws {
+        let cases: [Case] = [
+            Case(name: "new file", remote: [file("a")], local: [], expected: ["get a new"]),
+            Case(name: "new folder with a file", remote: [folder("d"), file("d/f")], local: [],
+                 expected: ["mkdir d", "folder-time d", "get d/f new"]),
+            Case(name: "unchanged, recorded", remote: [file("a")], local: [item("a")], record: [rec("a")], expected: ["unchanged 1"]),
+            Case(name: "identical without record is adopted", remote: [file("a")], local: [item("a")], expected: ["adopt a", "unchanged 1"]),
+            Case(name: "identical at the coarser precision is adopted",
+                 remote: [file("a", mtime: 100_000_000_000, precision: .second)], local: [item("a", mtime: 100_123_456_789)],
+                 expected: ["adopt a", "unchanged 1"]),
+            Case(name: "changed on the source", remote: [file("a", size: 20, mtime: 200)], local: [item("a")], record: [rec("a")],
+                 expected: ["get a replace"]),
+            Case(name: "changed on the source and here", remote: [file("a", size: 20, mtime: 200)], local: [item("a", inode: 9)], record: [rec("a")],
+                 expected: ["get a replace local-changes"]),
+            Case(name: "a file folio did not write", remote: [file("a", size: 20)], local: [item("a")],
+                 expected: ["get a replace local-changes"]),
+            Case(name: "same size and time, new ETag", remote: [file("a", validator: "\"v2\"")], local: [item("a")], record: [rec("a", validator: "\"v1\"")],
+                 expected: ["get a replace"]),
+            Case(name: "only the mtime moved, checksum equal", remote: [file("a", mtime: 300, checksum: "sha256:x")], local: [item("a")],
+                 record: [rec("a", checksum: "sha256:x")], expected: ["mtime a"]),
+            Case(name: "only the mtime moved, validator equal", remote: [file("a", mtime: 300, validator: "e")], local: [item("a")],
+                 record: [rec("a", validator: "e")], expected: ["mtime a"]),
+            Case(name: "mtime moved without a content token: fetched", remote: [file("a", mtime: 300)], local: [item("a")], record: [rec("a")],
+                 expected: ["get a replace"]),
+            Case(name: "gone from the source", remote: [file("b")], local: [item("a"), item("b")], record: [rec("a"), rec("b")],
+                 expected: ["rm a gone 1", "unchanged 1"]),
+            Case(name: "gone, and changed here", remote: [file("b")], local: [item("a", inode: 5), item("b")], record: [rec("a"), rec("b")],
+                 expected: ["rm a gone 1 local-changes", "unchanged 1"]),
+            Case(name: "gone folder takes its subtree", remote: [file("z")],
+                 local: [item("d", kind: .folder), item("d/e", kind: .folder), item("d/e/f"), item("d/g"), item("z")],
+                 record: [rec("d", kind: .folder), rec("d/e", kind: .folder), rec("d/e/f"), rec("d/g"), rec("z")],
+                 expected: ["rm d gone 4", "unchanged 1"]),
+            Case(name: "file becomes folder", remote: [folder("x"), file("x/f")], local: [item("x")], record: [rec("x")],
+                 expected: ["rm x type 1", "mkdir x", "folder-time x", "get x/f new"]),
+            Case(name: "folder becomes file", remote: [file("x")], local: [item("x", kind: .folder), item("x/f")],
+                 record: [rec("x", kind: .folder), rec("x/f")], expected: ["rm x type 2", "get x new"]),
+            Case(name: "a planted symlink where the source has a folder", remote: [folder("x"), file("x/f")], local: [item("x", kind: .symlink)],
+                 expected: ["rm x type 1 local-changes", "mkdir x", "folder-time x", "get x/f new"]),
+            Case(name: "a FIFO where the source has a file", remote: [file("p")], local: [item("p", kind: .special)],
+                 expected: ["rm p type 1 local-changes", "get p new"]),
+            Case(name: "incomplete listing removes nothing", remote: [file("b"), file("x")], local: [item("a"), item("b"), item("x", kind: .folder), item("x/y")],
+                 record: [rec("a"), rec("b")], complete: false, expected: ["unchanged 1", "withheld 2"]),
+            Case(name: "the source's own .folio is left out", remote: [folder(".folio"), file(".folio/x"), file("a")], local: [item("a")], record: [rec("a")],
+                 expected: ["skip .folio", "skip .folio/x", "unchanged 1"]),
+            Case(name: "a record of something gone on both sides is forgotten", remote: [file("a")], local: [item("a")], record: [rec("a"), rec("old")],
+                 expected: ["forget old", "unchanged 1"]),
+            Case(name: "a folder whose time moved", remote: [folder("d", mtime: 500)], local: [item("d", kind: .folder)], record: [rec("d", kind: .folder)],
+                 expected: ["folder-time d"]),
+            Case(name: "a folder with an unknown time is left as is", remote: [folder("d", mtime: FileTime.unknown.nanoseconds)], local: [item("d", kind: .folder)],
+                 record: [rec("d", kind: .folder, mtime: FileTime.unknown.nanoseconds)], expected: []),
+            Case(name: "removals deepest first, folders shallowest first",
+                 remote: [folder("n"), folder("n/m"), folder("n/m/o")],
+                 local: [item("a", kind: .folder), item("a/b", kind: .folder), item("c", kind: .folder), item("c/d", kind: .folder), item("c/d/e")],
+                 record: [rec("a", kind: .folder), rec("a/b", kind: .folder), rec("c", kind: .folder), rec("c/d", kind: .folder), rec("c/d/e")],
+                 expected: ["rm a gone 2", "rm c gone 3", "mkdir n", "mkdir n/m", "mkdir n/m/o", "folder-time n/m/o", "folder-time n/m", "folder-time n"]),
+        ]
+        for row in cases {
+            var builder = SnapshotBuilder()
+            for entry in row.remote { builder.append(entry) }
+            if !row.complete { builder.note(ListingIssue(path: "elsewhere", kind: .unreadable("permission denied"))) }
+            let snapshot = builder.finish()
+            let record = Dictionary(uniqueKeysWithValues: row.record.map { ($0.path, $0) })
+            let local = row.local.sorted { $0.path < $1.path }
+            let plan = SyncPlanner.plan(remote: snapshot, local: local, record: record, removalsAllowed: snapshot.isComplete)
+            XCTAssertEqual(describe(plan), row.expected, row.name)
+        }
+    }
+
+    func testMaxDeleteLimit() {
+        XCTAssertEqual(MaxDelete.percent(50).limit(forEntryCount: 10), 5)
+        XCTAssertEqual(MaxDelete.percent(50).limit(forEntryCount: 1), 0)
+        XCTAssertEqual(MaxDelete.count(7).limit(forEntryCount: 1_000), 7)
+    }
+
+    // MARK: helpers
+
+    private func describe(_ plan: SyncPlan) -> [String] {
+        var lines: [String] = []
+        for issue in plan.skipped { lines.append("skip \(issue.path)") }
+        for removal in plan.removals {
+            let reason = removal.reason == .goneFromSource ? "gone" : "type"
+            lines.append("rm \(removal.item.path) \(reason) \(removal.entryCount)\(removal.hasLocalChanges ? " local-changes" : "")")
+        }
+        for folder in plan.folders { lines.append("mkdir \(folder.path)") }
+        for folder in plan.folderTimes { lines.append("folder-time \(folder.path)") }
+        for download in plan.downloads {
+            lines.append("get \(download.entry.path) \(download.replacing == nil ? "new" : "replace")\(download.hasLocalChanges ? " local-changes" : "")")
+        }
+        for fix in plan.mtimeFixes { lines.append("mtime \(fix.entry.path)") }
+        for update in plan.recordUpdates where update.kind == .file { lines.append("adopt \(update.path)") }
+        for path in plan.recordDeletions.sorted() { lines.append("forget \(path)") }
+        if plan.unchangedFiles > 0 { lines.append("unchanged \(plan.unchangedFiles)") }
+        if plan.withheldRemovals > 0 { lines.append("withheld \(plan.withheldRemovals)") }
+        return lines
+    }
+
+    private func path(_ text: String) -> RelativePath { try! RelativePath(validating: text) }
+
+    private func file(_ name: String, size: Int64 = 10, mtime: Int64 = 100, precision: TimePrecision = .nanosecond,
+                      validator: String? = nil, checksum: String? = nil) -> Entry {
+        Entry(path: path(name), kind: .file, size: size, mtime: FileTime(nanoseconds: mtime), precision: precision, validator: validator, checksum: checksum)
+    }
+
+    private func folder(_ name: String, mtime: Int64 = 100) -> Entry {
+        Entry(path: path(name), kind: .folder, mtime: FileTime(nanoseconds: mtime))
+    }
+
+    private func item(_ name: String, kind: LocalItem.Kind = .file, size: Int64? = nil, mtime: Int64 = 100, inode: UInt64? = nil) -> LocalItem {
+        LocalItem(path: path(name), kind: kind, size: size ?? (kind == .file ? 10 : 0), mtime: FileTime(nanoseconds: mtime),
+                  inode: inode ?? UInt64(abs(name.hashValue % 100_000) + 1_000))
+    }
+
+    private func rec(_ name: String, kind: Entry.Kind = .file, mtime: Int64 = 100, validator: String? = nil, checksum: String? = nil) -> RecordedEntry {
+        let local = item(name, kind: kind == .folder ? .folder : .file)
+        return RecordedEntry(path: path(name), kind: kind, size: kind == .file ? 10 : 0, mtime: FileTime(nanoseconds: mtime),
+                             validator: validator, checksum: checksum, localInode: local.inode, localMtime: local.mtime)
+    }
+}

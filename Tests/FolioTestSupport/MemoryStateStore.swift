@@ -1,0 +1,68 @@
+import FolioCore
+import Foundation
+
+/// A `StateStore` in memory, for engine tests that do not exercise SQLite.
+public final class MemoryStateStore: StateStore, Sendable {
+    private struct Storage {
+        var records: [String: [RelativePath: RecordedEntry]] = [:]
+        var digests: [String: UInt64] = [:]
+        var runs: [(target: String, result: RunReport.Result?)] = []
+        var commits = 0
+    }
+
+    private let storage = Locked(Storage())
+
+    public init() {}
+
+    public func record(of target: String) throws -> [RelativePath: RecordedEntry] {
+        storage.withLock { $0.records[target] ?? [:] }
+    }
+
+    public func sourceDigest(of target: String) throws -> UInt64? {
+        storage.withLock { $0.digests[target] }
+    }
+
+    public func beginRun(target: String, source: String, destination: String, trigger: TargetConfig.Trigger, startedAt: Date) throws -> Int64 {
+        storage.withLock { storage in
+            storage.runs.append((target, nil))
+            return Int64(storage.runs.count - 1)
+        }
+    }
+
+    public func commit(target: String, upserts: [RecordedEntry], removedSubtrees: [RelativePath]) throws {
+        storage.withLock { storage in
+            var record = storage.records[target] ?? [:]
+            for path in removedSubtrees {
+                for key in record.keys where key.isWithin(path) { record[key] = nil }
+            }
+            for upsert in upserts { record[upsert.path] = upsert }
+            storage.records[target] = record
+            storage.commits += 1
+        }
+    }
+
+    public func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?) throws {
+        storage.withLock { storage in
+            storage.runs[Int(id)].result = report.result
+            storage.digests[target] = sourceDigest
+        }
+    }
+
+    /// The results of the runs so far, oldest first.
+    public var results: [RunReport.Result?] { storage.withLock { $0.runs.map(\.result) } }
+}
+
+/// Collects events for assertions.
+public final class EventRecorder: SyncEventSink, Sendable {
+    private let events = Locked<[SyncEvent]>([])
+
+    public init() {}
+
+    public func emit(_ event: SyncEvent) { events.withLock { $0.append(event) } }
+
+    public var notices: [String] {
+        events.withLock { list in
+            list.compactMap { if case .notice(_, let message) = $0 { return message } else { return nil } }
+        }
+    }
+}
