@@ -230,8 +230,10 @@ private func curlHeaderCallback(_ buffer: UnsafeMutablePointer<CChar>?, _ size: 
     let length = size * count
     guard let buffer, let context else { return 0 }
     let transfer = Unmanaged<TransferContext>.fromOpaque(context).takeUnretainedValue()
-    var text = String(decoding: UnsafeRawBufferPointer(start: buffer, count: length), as: UTF8.self)
-    while text.hasSuffix("\n") || text.hasSuffix("\r") { text.removeLast() }
+    // Strip CR LF as bytes: in a Swift String "\r\n" is one Character, which hasSuffix("\n") does not match.
+    var bytes = UnsafeRawBufferPointer(start: buffer, count: length)[...]
+    while let last = bytes.last, last == 10 || last == 13 { bytes = bytes.dropLast() }
+    let text = String(decoding: bytes, as: UTF8.self)
     if text.hasPrefix("HTTP/") {
         let parts = text.split(separator: " ", maxSplits: 2)
         transfer.status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0

@@ -34,7 +34,7 @@ final class HostGate: @unchecked Sendable {
             }
             // Wake at the end of the pause, on a `leave`, and at least every half second to notice cancellation.
             let wake = inFlight < limit ? min(ready, now + 0.5) : now + 0.5
-            condition.wait(until: wake)
+            _ = condition.wait(until: wake)  // false on timeout; the loop re-checks either way
         }
     }
 

@@ -80,10 +80,23 @@ struct IndexLister: Sendable {
             CurlEasy.Request(method: "HEAD", url: url)
         })
         guard response.status == 200 else { throw client.error(status: response.status, url: url, path: file) }
-        guard let size = response.headers["content-length"].flatMap({ Int64($0) }), size >= 0 else {
-            throw SourceError(.protocolViolation, "HEAD \(url) gave no Content-Length; cannot tell the file's size", path: file)
+        guard let size = try response.headers["content-length"].flatMap({ Int64($0) }) ?? sizeFromRange(url, file: file, easy: easy, walk: walk) else {
+            throw SourceError(.protocolViolation, "HEAD and a one-byte GET of \(url) gave no size; cannot tell the file's size", path: file)
         }
         let mtime = response.headers["last-modified"].flatMap(HTTPDate.parse).map { FileTime(seconds: $0) } ?? .unknown
         walk.add([Entry(path: file, kind: .file, size: size, mtime: mtime, precision: .second, validator: response.headers["etag"])])
+    }
+
+    /// Some servers (Apache for an empty file) answer HEAD without Content-Length; a GET of the first byte tells
+    /// the size in its Content-Range (`bytes 0-0/N`, or `bytes */0` with 416 for an empty file).
+    private func sizeFromRange(_ url: String, file: RelativePath, easy: CurlEasy, walk: ListingWalk) throws -> Int64? {
+        let response = try client.send(with: easy, cancelled: { walk.isStopped }, makeRequest: {
+            CurlEasy.Request(method: "GET", url: url, headers: ["Range: bytes=0-0"], bodyLimit: 1)
+        })
+        switch response.status {
+        case 206, 416: return response.headers["content-range"].flatMap { $0.split(separator: "/").last }.flatMap { Int64($0) }
+        case 200: return response.headers["content-length"].flatMap { Int64($0) } ?? Int64(response.body.count)
+        default: throw client.error(status: response.status, url: url, path: file)
+        }
     }
 }
