@@ -30,7 +30,7 @@ let package = Package(
         ),
         .target(name: "FolioTestSupport", dependencies: ["FolioCore"], path: "Tests/FolioTestSupport"),
         .testTarget(name: "FolioCoreTests", dependencies: ["FolioCore", "FolioTestSupport"]),
-        .testTarget(name: "FolioStateTests", dependencies: ["FolioState", "FolioTestSupport"]),
+        .testTarget(name: "FolioStateTests", dependencies: ["FolioState", "FolioTestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "FolioCLITests", dependencies: ["FolioCore", "FolioState", "FolioTestSupport"]),
         .testTarget(name: "FolioSFTPTests", dependencies: ["FolioSFTP", "FolioTestSupport"]),
         .testTarget(name: "FolioHTTPTests", dependencies: ["FolioHTTP", "FolioTestSupport"]),

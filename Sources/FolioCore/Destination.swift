@@ -5,43 +5,57 @@ import Glibc
 /// The destination folder, written only through descriptors: every path is opened one name at a time with
 /// `O_NOFOLLOW` from the root's descriptor, so a symlink planted in the destination cannot redirect a write.
 ///
-/// Layout: `<root>/.folio/partial/` holds downloads in progress, `<root>/.folio/trash/<run>/` what a run removed
-/// or replaced, in the same tree shape.
+/// Layout: `<root>/.folio/partial/<0-f>/` holds downloads in progress (sixteen shards, so parallel workers do not
+/// all queue on one folder's lock to create and rename), `<root>/.folio/trash/<run>/` what a run removed or
+/// replaced, in the same tree shape.
 public final class Destination: Sendable {
     public let path: String
     let rootFD: Int32
     let partialFD: Int32
+    /// The sixteen shard folders of `partial/`, by the first hex digit of a partial file's name.
+    let shardFDs: [Int32]
     let trashFD: Int32
 
     /// Opens (and with `create`, makes) the destination and its `.folio` folders.
     public init(path: String, create: Bool) throws(SourceError) {
         self.path = path
         if create, mkdir(path, 0o755) != 0, errno != EEXIST {
-            throw Self.error(errno, "cannot create destination \(path)")
+            // Like `mkdir -p`: a new destination may sit below folders that do not exist yet.
+            guard errno == ENOENT, (try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)) != nil else {
+                throw Self.error(errno, "cannot create destination \(path)")
+            }
         }
         let root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard root >= 0 else { throw Self.error(errno, "cannot open destination \(path)") }
         var partial: Int32 = -1, trash: Int32 = -1
+        var shards: [Int32] = []
         if create {
             do {
                 let folio = try Self.makeFolder(in: root, name: ".folio", display: path + "/.folio")
                 defer { close(folio) }
                 partial = try Self.makeFolder(in: folio, name: "partial", display: path + "/.folio/partial")
+                for digit in 0..<16 {
+                    let name = String(digit, radix: 16)
+                    shards.append(try Self.makeFolder(in: partial, name: name, display: path + "/.folio/partial/" + name))
+                }
                 trash = try Self.makeFolder(in: folio, name: "trash", display: path + "/.folio/trash")
             } catch {
                 close(root)
                 if partial >= 0 { close(partial) }
+                for fd in shards { close(fd) }
                 throw error
             }
         }
         rootFD = root
         partialFD = partial
+        shardFDs = shards
         trashFD = trash
     }
 
     deinit {
         close(rootFD)
         if partialFD >= 0 { close(partialFD) }
+        for fd in shardFDs { close(fd) }
         if trashFD >= 0 { close(trashFD) }
     }
 
@@ -118,12 +132,11 @@ public final class Destination: Sendable {
         if result != 0 { throw Self.error(errno, "cannot move \(path)/\(relative) to the trash", path: relative) }
     }
 
-    /// Keeps the file at `relative` in the trash before it is replaced: a hard link where the filesystem allows
-    /// (the file stays in place for readers until the new one is renamed over it), else a move.
-    func preserveBeforeReplacing(_ relative: RelativePath, runID: String?) throws(SourceError) {
+    /// Keeps the file at `relative` (in the open folder `parent`) in the trash before it is replaced: a hard
+    /// link where the filesystem allows (the file stays in place for readers until the new one is renamed over
+    /// it), else a move.
+    func preserveBeforeReplacing(_ relative: RelativePath, in parent: Int32, runID: String?) throws(SourceError) {
         guard let runID else { return }  // trash-days = 0: the rename replaces it
-        let parent = try openFolder(relative.parent ?? .root)
-        defer { close(parent) }
         let trashParent = try trashFolder(for: relative, runID: runID)
         defer { close(trashParent) }
         let linked = CString.with(relative.name) { name in linkat(parent, name, trashParent, name, 0) }
@@ -170,7 +183,7 @@ public final class Destination: Sendable {
 
     /// Opens the partial file for a download, returning its descriptor and how much of it is already there.
     func openPartial(named name: String, expectedSize: Int64, resumable: Bool) throws(SourceError) -> (fd: Int32, offset: Int64) {
-        let fd = name.withCString { folio_openat_create(partialFD, $0, O_RDWR | O_CREAT | O_NOFOLLOW, 0o644) }
+        let fd = name.withCString { folio_openat_create(shard(of: name), $0, O_RDWR | O_CREAT | O_NOFOLLOW, 0o644) }
         guard fd >= 0 else { throw Self.error(errno, "cannot create a partial file in \(path)/.folio/partial") }
         var info = stat()
         fstat(fd, &info)
@@ -183,9 +196,10 @@ public final class Destination: Sendable {
         return (fd, offset)
     }
 
-    /// Makes a downloaded partial file final: checks its size, sets the mtime, fsyncs, renames it into place and
-    /// fsyncs the folder. Returns the installed file's inode and mtime. Closes `fd`.
-    func install(partialFD fd: Int32, partialName: String, as entry: Entry) throws(SourceError) -> (inode: UInt64, mtime: FileTime) {
+    /// Seals a downloaded partial file: checks its size against the listing and gives it the source's mtime.
+    /// Returns its inode and mtime for the record. Closes `fd`. The file is not durable or visible yet: see
+    /// `moveIntoPlace`.
+    func seal(partialFD fd: Int32, partialName: String, as entry: Entry) throws(SourceError) -> (inode: UInt64, mtime: FileTime) {
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw Self.error(errno, "cannot stat the partial file of \(entry.path)", path: entry.path) }
@@ -197,29 +211,62 @@ public final class Destination: Sendable {
         if entry.mtime.isKnown {
             var times = [Self.timespec(entry.mtime), Self.timespec(entry.mtime)]
             if futimens(fd, &times) != 0 { throw Self.error(errno, "cannot set the time of \(entry.path)", path: entry.path) }
+            guard fstat(fd, &info) == 0 else { throw Self.error(errno, "cannot stat \(entry.path)", path: entry.path) }
         }
-        // Durability before visibility: the data reaches the disk before the name does.
-        if fsync(fd) != 0 { throw Self.error(errno, "cannot flush \(entry.path) to disk", path: entry.path) }
-        guard fstat(fd, &info) == 0 else { throw Self.error(errno, "cannot stat \(entry.path)", path: entry.path) }
-        let parent = try openFolder(entry.path.parent ?? .root)
-        defer { close(parent) }
-        let renamed = partialName.withCString { from in CString.with(entry.path.name) { to in renameat(partialFD, from, parent, to) } }
-        if renamed != 0 { throw Self.error(errno, "cannot move \(entry.path) into place", path: entry.path) }
-        fsync(parent)
         return (UInt64(info.st_ino), FileTime(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec)))
     }
 
+    /// Flushes every sealed partial file to disk (one `syncfs` for the whole batch, instead of an fsync per
+    /// file), then renames each into place, then flushes again so the names are durable too.
+    ///
+    /// Why this order: data reaches the disk before its name does, so after a crash a final name never holds
+    /// half a file. Returns, per item, nil on success or the error.
+    func moveIntoPlace(_ batch: [(partialName: String, path: RelativePath, replacing: Bool)], runID: String?) -> [SourceError?] {
+        guard !batch.isEmpty else { return [] }
+        folio_syncfs(partialFD)
+        var folders: [RelativePath: Int32] = [:]
+        defer { for fd in folders.values { close(fd) } }
+        var results: [SourceError?] = []
+        results.reserveCapacity(batch.count)
+        for item in batch {
+            do throws(SourceError) {
+                let parentPath = item.path.parent ?? .root
+                let parent: Int32
+                if let cached = folders[parentPath] {
+                    parent = cached
+                } else {
+                    parent = try openFolder(parentPath)
+                    folders[parentPath] = parent
+                }
+                if item.replacing { try preserveBeforeReplacing(item.path, in: parent, runID: runID) }
+                let renamed = item.partialName.withCString { from in CString.with(item.path.name) { to in renameat(shard(of: item.partialName), from, parent, to) } }
+                if renamed != 0 { throw Self.error(errno, "cannot move \(item.path) into place", path: item.path) }
+                results.append(nil)
+            } catch {
+                results.append(error)
+            }
+        }
+        folio_syncfs(partialFD)
+        return results
+    }
+
     func discardPartial(named name: String) {
-        _ = name.withCString { unlinkat(partialFD, $0, 0) }
+        _ = name.withCString { unlinkat(shard(of: name), $0, 0) }
     }
 
     /// Deletes partial files that no download of this run will resume.
     func removePartials(keeping keep: Set<String>) {
-        guard partialFD >= 0 else { return }
-        for name in Self.names(in: partialFD) {
-            let text = String(decoding: name, as: UTF8.self)
-            if !keep.contains(text) { _ = CString.with(name) { unlinkat(partialFD, $0, 0) } }
+        for shard in shardFDs {
+            for name in Self.names(in: shard) {
+                let text = String(decoding: name, as: UTF8.self)
+                if !keep.contains(text) { _ = CString.with(name) { unlinkat(shard, $0, 0) } }
+            }
         }
+    }
+
+    /// The shard folder a partial file lives in: the first hex digit of its name.
+    private func shard(of name: String) -> Int32 {
+        shardFDs[Int(String(name.prefix(1)), radix: 16) ?? 0]
     }
 
     /// The partial file's name for one version of one entry: a new version gets a new name, so a partial is

@@ -34,18 +34,28 @@ struct DownloadStage: Sendable {
         let workerCount = max(1, min(workers, downloads.count))
         let queue = JobQueue(count: downloads.count, workers: workerCount)
         let outcome = Locked(Outcome())
+        let installer = Installer(target: target, destination: destination, runID: runID, committer: committer, events: events, progress: progress)
         let group = DispatchGroup()
         for index in 0..<workerCount {
             // Why one serial queue per worker: a connection (a libssh2 session, a curl handle) must only ever
             // be used from one thread, and here it never leaves the queue that opened it.
             DispatchQueue(label: "folio.download.\(index)").async(group: group) {
-                self.work(queue: queue, outcome: outcome)
+                self.work(queue: queue, outcome: outcome, installer: installer)
             }
         }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             group.notify(queue: .global()) { continuation.resume() }
         }
+        let tally = await SyncEngine.offPool { installer.finish() }
         var result = outcome.withLock { $0 }
+        result.downloaded = tally.downloaded
+        result.updated = tally.updated
+        result.trashed = tally.trashed
+        result.bytes = tally.bytes
+        result.localChanges = tally.localChanges
+        result.changedPaths = tally.changedPaths
+        result.failures += tally.failures
+        result.keepPartials.formUnion(tally.keepPartials)
         // Files no worker got to (every connection failed, or the run was stopped) are failures of this run.
         while let index = queue.next() {
             let download = downloads[index]
@@ -55,7 +65,7 @@ struct DownloadStage: Sendable {
         return result
     }
 
-    private func work(queue: JobQueue, outcome: Locked<Outcome>) {
+    private func work(queue: JobQueue, outcome: Locked<Outcome>, installer: Installer) {
         var connection: (any SourceConnection)?
         defer { connection?.close() }
         var reconnects = 0
@@ -75,21 +85,7 @@ struct DownloadStage: Sendable {
             guard let index = queue.next() else { return }
             let download = downloads[index]
             do {
-                let bytes = try transfer(download, with: connection!)
-                progress.fileFinished()
-                events.emit(.fileDone(target: target, path: download.entry.path, bytes: bytes))
-                outcome.withLock { result in
-                    result.bytes += bytes
-                    result.changedPaths.append(download.entry.path)
-                    if download.replacing == nil {
-                        result.downloaded += 1
-                    } else if download.hasLocalChanges {
-                        result.trashed += 1
-                        result.localChanges.append(download.entry.path)
-                    } else {
-                        result.updated += 1
-                    }
-                }
+                installer.add(try transfer(download, with: connection!))
             } catch {
                 let sourceError = error as? SourceError ?? SourceError(.localIO, "\(download.entry.path): \(error)")
                 let name = Destination.partialName(for: download.entry)
@@ -121,8 +117,8 @@ struct DownloadStage: Sendable {
         }
     }
 
-    /// Copies one file into its partial file and installs it. Returns the bytes transferred.
-    private func transfer(_ download: SyncPlan.Download, with connection: any SourceConnection) throws -> Int64 {
+    /// Copies one file into its partial file and seals it for the installer.
+    private func transfer(_ download: SyncPlan.Download, with connection: any SourceConnection) throws -> Installer.Sealed {
         let entry = download.entry
         let name = Destination.partialName(for: entry)
         let (fd, offset) = try destination.openPartial(named: name, expectedSize: entry.size, resumable: source.features.resumable)
@@ -130,18 +126,16 @@ struct DownloadStage: Sendable {
         defer { progress.ended(entry.path) }
         let sink = DownloadSink(fileDescriptor: fd, offset: offset, path: entry.path, progress: progress)
         do {
+            // A partial file that is already complete (a crash between flush and rename) needs no transfer.
             if offset < entry.size || entry.size == 0 {
                 try connection.download(entry, into: sink, from: offset)
             }
-            if download.replacing != nil { try destination.preserveBeforeReplacing(entry.path, runID: runID) }
         } catch {
             close(fd)
             throw error
         }
-        let installed = try destination.install(partialFD: fd, partialName: name, as: entry)
-        committer.add(RecordedEntry(path: entry.path, kind: .file, size: entry.size, mtime: entry.mtime, validator: entry.validator,
-                                    checksum: entry.checksum, localInode: installed.inode, localMtime: installed.mtime))
-        return sink.bytesTransferred
+        let sealed = try destination.seal(partialFD: fd, partialName: name, as: entry)
+        return Installer.Sealed(download: download, partialName: name, inode: sealed.inode, mtime: sealed.mtime, bytes: sink.bytesTransferred)
     }
 }
 

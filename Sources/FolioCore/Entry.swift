@@ -12,16 +12,17 @@ public struct Entry: Hashable, Sendable {
         }
     }
 
+    // Stored properties are ordered for packing (the one-byte fields last): a snapshot holds one per entry.
     public var path: RelativePath
-    public var kind: Kind
     /// Bytes; 0 for folders.
     public var size: Int64
     public var mtime: FileTime
-    public var precision: TimePrecision
     /// A token that changes whenever the content does (an HTTP ETag); nil when the source has none.
     public var validator: String?
     /// `algorithm:hex` when the source offers one (e.g. `sha256:…`); nil otherwise.
     public var checksum: String?
+    public var kind: Kind
+    public var precision: TimePrecision
 
     public init(
         path: RelativePath, kind: Kind, size: Int64 = 0, mtime: FileTime, precision: TimePrecision = .nanosecond,

@@ -29,7 +29,7 @@ public struct LocalSource: Source {
                     return
                 }
                 defer { close(fd) }
-                let result = walker.walk(rootFD: fd)
+                var result = walker.walk(rootFD: fd)
                 var builder = SnapshotBuilder(reservingCapacity: result.items.count)
                 for item in result.items {
                     switch item.kind {
@@ -38,6 +38,7 @@ public struct LocalSource: Source {
                     case .symlink, .special: break  // a source walk never yields these
                     }
                 }
+                result.items = []
                 builder.note(contentsOf: result.issues)
                 continuation.resume(returning: builder.finish())
             }

@@ -1,5 +1,3 @@
-import Foundation
-
 /// A listing of a source tree at one moment: entries sorted in `RelativePath` order, plus what could not be listed.
 ///
 /// Memory grows with the number of entries only: one `Entry` (about 90 bytes with its path) per entry.
@@ -88,33 +86,36 @@ public struct SnapshotBuilder: Sendable {
     }
 
     /// Sorts, drops exact duplicates (reporting them) and reports names that clash after normalisation.
+    /// Works in place: the entries are never held twice.
     public consuming func finish() -> Snapshot {
-        var sorted = entries
-        sorted.sort { RelativePath.compare($0.path.bytes, $1.path.bytes) < 0 }
-        var unique: [Entry] = []
-        unique.reserveCapacity(sorted.count)
-        for entry in sorted {
-            if let last = unique.last, last.path == entry.path {
-                issues.append(ListingIssue(path: entry.path.description, kind: .skipped("listed twice by the source; kept the first")))
-                continue
+        entries.sort { RelativePath.compare($0.path.bytes, $1.path.bytes) < 0 }
+        if entries.count > 1, zip(entries, entries.dropFirst()).contains(where: { $0.path == $1.path }) {
+            var unique: [Entry] = []
+            unique.reserveCapacity(entries.count)
+            for entry in entries {
+                if let last = unique.last, last.path == entry.path {
+                    issues.append(ListingIssue(path: entry.path.description, kind: .skipped("listed twice by the source; kept the first")))
+                    continue
+                }
+                unique.append(entry)
             }
-            unique.append(entry)
+            entries = unique
         }
-        issues.append(contentsOf: Self.normalizationClashes(in: unique))
-        return Snapshot(sortedEntries: unique, issues: issues)
+        issues.append(contentsOf: Self.normalizationClashes(in: entries))
+        return Snapshot(sortedEntries: entries, issues: issues)
     }
 
-    /// Only names with non-ASCII bytes can clash, so the common all-ASCII tree costs one scan.
+    /// Only names with non-ASCII bytes can clash, so the common all-ASCII tree costs one scan. Swift's `String`
+    /// compares and hashes by canonical equivalence, so it finds NFC/NFD twins without a normalisation pass.
     static func normalizationClashes(in entries: [Entry]) -> [ListingIssue] {
-        var seen: [[UInt8]: RelativePath] = [:]
+        var seen: [String: RelativePath] = [:]
         var clashes: [ListingIssue] = []
         for entry in entries where entry.path.bytes.contains(where: { $0 >= 0x80 }) {
-            let text = String(decoding: entry.path.bytes, as: UTF8.self)
-            let key = Array(text.precomposedStringWithCanonicalMapping.utf8)
-            if let other = seen[key], other != entry.path {
+            guard let text = String(validating: entry.path.bytes, as: UTF8.self) else { continue }
+            if let other = seen[text] {
                 clashes.append(ListingIssue(path: other.description, kind: .normalizationClash(entry.path.description)))
             } else {
-                seen[key] = entry.path
+                seen[text] = entry.path
             }
         }
         return clashes

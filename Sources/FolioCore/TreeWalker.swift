@@ -50,10 +50,14 @@ struct TreeWalker: Sendable {
             }
         }
         group.wait()
+        // Move the per-thread parts out and free each once copied, so the tree is never held twice over.
+        var parts = results.withLock { list in
+            defer { list = [] }
+            return list
+        }
         var merged = Result(items: [], issues: [])
-        let all = results.withLock { $0 }
-        merged.items.reserveCapacity(all.reduce(0) { $0 + $1.items.count })
-        for part in all {
+        merged.items.reserveCapacity(parts.reduce(0) { $0 + $1.items.count })
+        while let part = parts.popLast() {
             merged.items.append(contentsOf: part.items)
             merged.issues.append(contentsOf: part.issues)
         }

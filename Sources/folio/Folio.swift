@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 
 /// `folio`: keeps local copies of remote folder trees in step with their source, one way.
 @main
@@ -15,4 +16,31 @@ struct Folio: AsyncParsableCommand {
         version: "folio \(version)",
         subcommands: [SyncCommand.self, MirrorCommand.self, StatusCommand.self]
     )
+
+    /// Parses and runs a command, mapping every error to one line on standard error and a documented exit code
+    /// (usage and configuration mistakes are 2, not argument-parser's 64).
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch let error as CLIError {
+            FileHandle.standardError.write(Data("folio: \(error)\n".utf8))
+            Foundation.exit(ExitStatus.usage.rawValue)
+        } catch let error as ExitCode {
+            Foundation.exit(error.rawValue)
+        } catch {
+            let code = exitCode(for: error)
+            let message = fullMessage(for: error)
+            if code == .success {
+                print(message)
+                Foundation.exit(0)
+            }
+            FileHandle.standardError.write(Data((message.hasPrefix("Error: ") ? "folio: " + message.dropFirst(7) : message + "").utf8 + [0x0A]))
+            Foundation.exit(code.rawValue == 64 ? ExitStatus.usage.rawValue : code.rawValue)
+        }
+    }
 }

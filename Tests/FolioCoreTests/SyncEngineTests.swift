@@ -46,7 +46,7 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertEqual(FixtureTree.mtime(destination.path("a.txt")), 1_600_000_000_000_000_005)
         XCTAssertEqual(FixtureTree.mtime(destination.path("d")), 1_600_000_000_000_000_000, "folder times are mirrored too")
         XCTAssertEqual(FixtureTree.listing(destination.path), ["a.txt", "d/", "d/e/", "d/e/f.txt", "empty/"])
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination.path(".folio/partial")), [])
+        XCTAssertEqual(FixtureTree.listing(destination.path(".folio/partial")).filter { !$0.hasSuffix("/") }, [], "no partial file left")
 
         let downloadsBefore = source.downloads.count
         let second = await run()
@@ -71,6 +71,18 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertNil(content("b.txt"))
         XCTAssertEqual(trashed("a.txt"), ["version 1"])
         XCTAssertEqual(trashed("b.txt"), ["bravo"])
+    }
+
+    func testAfterAnUpdateInsideAFolderTheNextRunIsUnchanged() async throws {
+        source.setFile("d/a.txt", "one")
+        source.setFile("d/b.txt", "two")
+        _ = await run()
+        source.setFile("d/a.txt", "one, edited", mtime: FileTime(seconds: 1_700_000_100))
+        let update = await run()
+        XCTAssertEqual(update.updated, 1)
+        XCTAssertEqual(FixtureTree.mtime(destination.path("d")), 1_600_000_000_000_000_000, "the folder's time is the source's again")
+        let next = await run()
+        XCTAssertEqual(next.result, .unchanged)
     }
 
     func testTypeChangesBothWays() async throws {
@@ -155,8 +167,8 @@ final class SyncEngineTests: XCTestCase {
         let text = String(repeating: "0123456789", count: 1_000)
         source.setFile("big.txt", text)
         let entry = try await source.snapshot(options: ListingOptions()).entry(at: RelativePath(validating: "big.txt"))!
-        try FileManager.default.createDirectory(atPath: destination.path(".folio/partial"), withIntermediateDirectories: true)
-        FixtureTree.write(destination.path(".folio/partial"), Destination.partialName(for: entry), Array(text.utf8.prefix(4_000)))
+        let name = Destination.partialName(for: entry)
+        FixtureTree.write(destination.path(".folio/partial/\(name.prefix(1))"), name, Array(text.utf8.prefix(4_000)))
         let report = await run()
         XCTAssertEqual(report.result, .synced)
         XCTAssertEqual(source.downloads.map(\.1), [4_000])
@@ -204,6 +216,14 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertEqual(report.removed, 1)
         XCTAssertNil(report.trashFolder)
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination.path(".folio/trash")), [])
+    }
+
+    func testTrashOlderThanTrashDaysIsPurged() async throws {
+        source.setFile("a", "a")
+        FixtureTree.write(destination.path(".folio/trash/20200101-000000-old"), "x", "old removal")
+        FixtureTree.write(destination.path(".folio/trash/29990101-000000-new"), "y", "recent removal")
+        _ = await run()
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination.path(".folio/trash")), ["29990101-000000-new"])
     }
 
     func testDryRunChangesNothing() async throws {

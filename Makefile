@@ -1,0 +1,32 @@
+# Folio — the commands in README.md. Run as root on Debian 12 (the first step installs Debian packages).
+SWIFT ?= swift
+DEMO_MIRROR ?= $(CURDIR)/demo-mirror
+
+.PHONY: deps build release demo test install clean
+
+deps:
+	./scripts/install-deps.sh
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+## Builds folio and mirrors the bundled demo library into ./demo-mirror, with live progress.
+demo: build
+	FOLIO_STATE_DIR=$(DEMO_MIRROR).state .build/debug/folio mirror Examples/demo-library $(DEMO_MIRROR)
+	@echo
+	@echo "Mirrored into $(DEMO_MIRROR). Edit or delete something in Examples/demo-library and run 'make demo' again:"
+	@echo "only the change moves, and what was removed or replaced waits in $(DEMO_MIRROR)/.folio/trash/."
+
+## Builds and runs every test (unit, engine, end-to-end, against real servers on 127.0.0.1).
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+install: release
+	install -m 0755 .build/release/folio /usr/local/bin/folio
+
+clean:
+	rm -rf .build demo-mirror demo-mirror.state

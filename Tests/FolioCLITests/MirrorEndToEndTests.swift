@@ -1,0 +1,159 @@
+import FolioTestSupport
+import Foundation
+import Glibc
+import XCTest
+
+/// The built `folio` binary on local trees, as a user runs it.
+final class MirrorEndToEndTests: XCTestCase {
+    var work: TemporaryDirectory!
+    var environment: [String: String] = [:]
+
+    override func setUp() {
+        work = TemporaryDirectory("cli")
+        FixtureTree.makeFolder(work.path, "state")
+        environment = ["FOLIO_STATE_DIR": work.path("state")]
+    }
+
+    func testOddNamesArrivedExactlyWithTheirTimes() throws {
+        let names = ["with space.txt", "#hash.txt", "100%.txt", "what?.txt", "this&that.txt", "caf\u{E9}.txt", "cafe\u{301}.txt", "sub dir/#%?&.bin"]
+        for (index, name) in names.enumerated() {
+            FixtureTree.write(work.path("src"), name, "content \(index)", mtime: (1_600_000_000 + index, 100 + index))
+        }
+        let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("dst"), "--json"], environment: environment)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        XCTAssertEqual(FixtureTree.listing(work.path("dst")), FixtureTree.listing(work.path("src")))
+        for (index, name) in names.enumerated() {
+            XCTAssertEqual(FixtureTree.read(work.path("dst/" + name)), Array("content \(index)".utf8), name)
+            XCTAssertEqual(FixtureTree.mtime(work.path("dst/" + name)), Int64(1_600_000_000 + index) * 1_000_000_000 + Int64(100 + index), name)
+        }
+        let done = try XCTUnwrap(outcome.events.last)
+        XCTAssertEqual(done["event"] as? String, "target-done")
+        XCTAssertEqual(done["result"] as? String, "synced")
+        XCTAssertEqual(done["downloaded"] as? Int, names.count)
+        XCTAssertEqual(done["created_dirs"] as? Int, 1)
+        XCTAssertEqual(done["failed"] as? Int, 0)
+        for key in ["updated", "removed", "trashed", "bytes", "seconds", "target"] { XCTAssertNotNil(done[key], key) }
+
+        let again = FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment)
+        XCTAssertEqual(again.status, 0)
+        XCTAssertEqual(again.stdoutLines.count, 2, again.stdout)
+        XCTAssertEqual(again.stdoutLines.first, "mirror:\(work.path("dst")): caf\u{E9}.txt and cafe\u{301}.txt differ only in Unicode normalisation; both kept")
+        XCTAssertTrue(again.stdoutLines.last?.hasPrefix("mirror:\(work.path("dst")): unchanged, checked in ") == true, again.stdout)
+    }
+
+    func testAPlantedSymlinkIsNeverWrittenThrough() throws {
+        FixtureTree.write(work.path("src"), "sub/a.txt", "from the source")
+        FixtureTree.write(work.path("src"), "file.txt", "source file")
+        FixtureTree.write(work.path("outside"), "victim.txt", "must stay")
+        FixtureTree.makeFolder(work.path("dst"), "")
+        XCTAssertEqual(symlink(work.path("outside"), work.path("dst/sub")), 0)
+        XCTAssertEqual(symlink(work.path("outside/victim.txt"), work.path("dst/file.txt")), 0)
+        let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("dst"), "--force"], environment: environment)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr + outcome.stdout)
+        XCTAssertEqual(FixtureTree.listing(work.path("outside")), ["victim.txt"], "nothing written outside")
+        XCTAssertEqual(FixtureTree.read(work.path("outside/victim.txt")), Array("must stay".utf8))
+        XCTAssertEqual(FixtureTree.listing(work.path("dst")), ["file.txt", "sub/", "sub/a.txt"])
+        XCTAssertEqual(FixtureTree.read(work.path("dst/file.txt")), Array("source file".utf8))
+        XCTAssertTrue(outcome.stdout.contains("2 local files that folio did not write or that changed here were moved to the trash"), outcome.stdout)
+    }
+
+    /// kill -9 in the middle of downloads: nothing half-written under a final name, and the next run fetches
+    /// only what was not complete.
+    func testKillNineMidDownloadThenResume() throws {
+        let count = 1_200
+        for i in 0..<count {
+            FixtureTree.write(work.path("src"), "d\(i % 12)/file-\(i).bin", FixtureTree.bytes(count: 16_384 + i, seed: UInt64(i)))
+        }
+        let running = FolioBinary.start(["mirror", work.path("src"), work.path("dst"), "--json", "--transfers", "4"], environment: environment)
+        let reader = running.standardOutputPipe.fileHandleForReading
+        var buffer = Data()
+        var doneLines = 0
+        while doneLines < 20 {
+            let chunk = reader.availableData
+            if chunk.isEmpty { break }
+            buffer.append(chunk)
+            doneLines = String(decoding: buffer, as: UTF8.self).components(separatedBy: "\"event\":\"file-done\"").count - 1
+        }
+        kill(running.process.processIdentifier, SIGKILL)
+        running.process.waitUntilExit()
+        XCTAssertEqual(running.process.terminationReason, .uncaughtSignal, "folio finished before it could be killed; the test needs more files")
+
+        var present: [String: UInt64] = [:]
+        for path in FixtureTree.listing(work.path("dst")) where !path.hasSuffix("/") {
+            XCTAssertEqual(FixtureTree.read(work.path("dst/" + path)), FixtureTree.read(work.path("src/" + path)), "\(path) is complete or absent")
+            var info = stat()
+            stat(work.path("dst/" + path), &info)
+            present[path] = UInt64(info.st_ino)
+        }
+        XCTAssertLessThan(present.count, count)
+
+        let rerun = FolioBinary.run(["mirror", work.path("src"), work.path("dst"), "--json"], environment: environment)
+        XCTAssertEqual(rerun.status, 0, rerun.stderr)
+        XCTAssertEqual(FixtureTree.listing(work.path("dst")), FixtureTree.listing(work.path("src")))
+        let done = try XCTUnwrap(rerun.events.last)
+        XCTAssertEqual(done["downloaded"] as? Int, count - present.count, "only the missing files are fetched")
+        for (path, inode) in present {
+            var info = stat()
+            stat(work.path("dst/" + path), &info)
+            XCTAssertEqual(UInt64(info.st_ino), inode, "\(path) was not fetched again")
+        }
+        XCTAssertEqual(FixtureTree.listing(work.path("dst/.folio/partial")).filter { !$0.hasSuffix("/") }, [], "no partial file left")
+    }
+
+    func testAReadOnlyDestinationFailsInOneLine() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        FixtureTree.makeFolder(work.path("dst"), "")
+        chmod(work.path("state"), 0o777)
+        chmod(work.path("dst"), 0o555)
+        let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment, unprivileged: true)
+        XCTAssertEqual(outcome.status, 1)
+        XCTAssertEqual(outcome.stderrLines, ["mirror:\(work.path("dst")): failed: cannot create \(work.path("dst"))/.folio: Permission denied; make the destination writable by the user running folio"])
+        XCTAssertEqual(FixtureTree.listing(work.path("dst")), [])
+    }
+
+    func testABadConfigNamesFileAndLine() throws {
+        FixtureTree.write(work.path(""), "folio.toml", "[[target]]\nname = \"a\"\nsorce = \"/x\"\n")
+        let outcome = FolioBinary.run(["sync", "--now", "--config", work.path("folio.toml")], environment: environment)
+        XCTAssertEqual(outcome.status, 2)
+        XCTAssertEqual(outcome.stderrLines, ["folio: \(work.path("folio.toml")):3: unknown key \"sorce\"; did you mean \"source\"?"])
+    }
+
+    func testSyncNowRunsManualTargetsAndGuardsExitFour() throws {
+        for i in 0..<4 { FixtureTree.write(work.path("a"), "f\(i)", "\(i)") }
+        FixtureTree.write(work.path("b"), "only", "b")
+        FixtureTree.write(work.path(""), "folio.toml", """
+            [[target]]
+            name = "manual-one"
+            source = "\(work.path("a"))"
+            destination = "\(work.path("mirror-a"))"
+            mode = "manual"
+
+            [[target]]
+            name = "auto-one"
+            source = "\(work.path("b"))"
+            destination = "\(work.path("mirror-b"))"
+            mode = "automatic"
+            """)
+        let config = ["--config", work.path("folio.toml")]
+        let first = FolioBinary.run(["sync", "--now"] + config, environment: environment)
+        XCTAssertEqual(first.status, 0, first.stderr)
+        XCTAssertTrue(first.stdout.hasPrefix("manual-one: 4 added, "), first.stdout)
+        XCTAssertEqual(FixtureTree.listing(work.path("mirror-a")), ["f0", "f1", "f2", "f3"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("mirror-b")), "automatic targets wait for the daemon")
+
+        for i in 0..<3 { unlink(work.path("a/f\(i)")) }
+        let refused = FolioBinary.run(["sync", "--now", "manual-one"] + config, environment: environment)
+        XCTAssertEqual(refused.status, 4)
+        XCTAssertEqual(refused.stderrLines, ["manual-one: refused: would remove 3 of 4 entries in \(work.path("mirror-a")), more than max-delete (50%); nothing was changed; check the source, then run with --force to allow it"])
+        XCTAssertEqual(FixtureTree.listing(work.path("mirror-a")).count, 4)
+
+        let named = FolioBinary.run(["sync", "--now", "auto-one", "--json"] + config, environment: environment)
+        XCTAssertEqual(named.status, 0, named.stderr)
+        XCTAssertEqual(named.events.last?["result"] as? String, "synced")
+
+        let status = FolioBinary.run(["status", "--json"] + config, environment: environment)
+        XCTAssertEqual(status.status, 0, status.stderr)
+        let results = Dictionary(uniqueKeysWithValues: status.events.map { ($0["target"] as? String ?? "", $0["result"] as? String ?? "") })
+        XCTAssertEqual(results, ["manual-one": "refused", "auto-one": "synced"])
+    }
+}

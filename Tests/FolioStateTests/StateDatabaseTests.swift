@@ -1,0 +1,71 @@
+import FolioCore
+import FolioState
+import FolioTestSupport
+import Foundation
+import GRDB
+import XCTest
+
+final class StateDatabaseTests: XCTestCase {
+    func testRecordRoundTripAndSubtreeRemoval() throws {
+        let folder = TemporaryDirectory("state")
+        let database = try StateDatabase(directory: folder.path)
+        let id = try database.beginRun(target: "t", source: "/s", destination: "/d", trigger: .manual, startedAt: Date())
+        let names = ["a", "a/b", "a/b/c", "a-b", "caf\u{E9}", "x"]
+        let records = try names.map { name in
+            RecordedEntry(path: try RelativePath(validating: name), kind: name == "a" || name == "a/b" ? .folder : .file, size: 3,
+                          mtime: FileTime(seconds: 1, nanoseconds: 2), validator: name == "x" ? "\"e\"" : nil, checksum: nil,
+                          localInode: UInt64.max - 1, localMtime: FileTime(nanoseconds: -5))
+        }
+        try database.commit(target: "t", upserts: records, removedSubtrees: [])
+        XCTAssertEqual(try database.record(of: "t").count, 6)
+        XCTAssertEqual(try database.record(of: "t")[try RelativePath(validating: "x")], records[5])
+        try database.commit(target: "t", upserts: [], removedSubtrees: [try RelativePath(validating: "a")])
+        XCTAssertEqual(Set(try database.record(of: "t").keys.map(\.description)), ["a-b", "caf\u{E9}", "x"], "a and below gone, a-b kept")
+
+        var report = RunReport(target: "t")
+        report.downloaded = 4
+        report.bytes = 99
+        try database.finishRun(id: id, target: "t", report: report, sourceDigest: 42)
+        XCTAssertEqual(try database.sourceDigest(of: "t"), 42)
+        let last = try XCTUnwrap(try database.lastRuns()["t"])
+        XCTAssertEqual(last.result, "synced")
+        XCTAssertEqual(last.downloaded, 4)
+        XCTAssertEqual(last.bytes, 99)
+    }
+
+    func testAnotherSourceStartsTheRecordOver() throws {
+        let folder = TemporaryDirectory("state")
+        let database = try StateDatabase(directory: folder.path)
+        _ = try database.beginRun(target: "t", source: "/s", destination: "/d", trigger: .manual, startedAt: Date())
+        try database.commit(target: "t", upserts: [RecordedEntry(path: try RelativePath(validating: "f"), kind: .file, size: 1, mtime: FileTime(seconds: 1),
+                                                                 validator: nil, checksum: nil, localInode: 1, localMtime: FileTime(seconds: 1))], removedSubtrees: [])
+        _ = try database.beginRun(target: "t", source: "/elsewhere", destination: "/d", trigger: .manual, startedAt: Date())
+        XCTAssertTrue(try database.record(of: "t").isEmpty)
+        XCTAssertNil(try database.sourceDigest(of: "t"))
+    }
+
+    func testACorruptDatabaseSaysWhatToDo() throws {
+        let folder = TemporaryDirectory("state")
+        FixtureTree.write(folder.path, "state.sqlite", String(repeating: "this is not sqlite ", count: 400))
+        XCTAssertThrowsError(try StateDatabase(directory: folder.path)) { error in
+            XCTAssertEqual((error as? StateError)?.message,
+                           "state database \(folder.path)/state.sqlite is corrupt (SQLite 26); move it aside and run again: Folio starts a new one and adopts the files already in place")
+        }
+    }
+
+    func testANewerSchemaIsRefused() throws {
+        let folder = TemporaryDirectory("state")
+        _ = try StateDatabase(directory: folder.path)
+        let queue = try DatabaseQueue(path: folder.path("state.sqlite"))
+        try queue.write { db in try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('99 from the future')") }
+        XCTAssertThrowsError(try StateDatabase(directory: folder.path)) { error in
+            XCTAssertEqual((error as? StateError)?.message,
+                           "state database \(folder.path)/state.sqlite was written by a newer version of Folio; upgrade folio, or set state-dir to another folder")
+        }
+    }
+
+    func testStateLocation() {
+        XCTAssertEqual(StateLocation.directory(configured: "/cfg", environment: ["FOLIO_STATE_DIR": "/env"]), "/env")
+        XCTAssertEqual(StateLocation.directory(configured: "/cfg", environment: [:]), "/cfg")
+    }
+}
