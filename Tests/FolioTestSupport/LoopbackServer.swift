@@ -65,8 +65,10 @@ public enum LoopbackServer {
 
     /// Sends `signal` to a process and its descendants, then waits (up to 10 s) until the process is gone.
     public static func stop(pid: Int32, signal: Int32 = SIGTERM) {
-        for child in descendants(of: pid) { kill(child, signal) }
+        // The parent first: a master (nginx) that outlived its workers would start new ones.
+        let children = descendants(of: pid)
         kill(pid, signal)
+        for child in children { kill(child, signal) }
         for _ in 0..<400 {
             var status: Int32 = 0
             if waitpid(pid, &status, WNOHANG) == pid || !isAlive(pid) { return }
