@@ -2,7 +2,7 @@
 #define FOLIO_CLIBCURL_SHIM_H
 #include <curl/curl.h>
 
-/* curl_easy_setopt and curl_easy_getinfo are variadic, which Swift cannot call. These typed shims fix the
+/* curl_easy_setopt is variadic, which Swift cannot call. These typed shims fix the
    argument type per option kind: numeric options must be passed as C `long` (or curl_off_t), never as a
    Swift Int through a variadic, or libcurl reads garbage on some ABIs. */
 
@@ -47,13 +47,5 @@ static inline CURLcode folio_curl_setopt_blob(CURL *handle, CURLoption option, c
 static const unsigned long folio_curlauth_basic = CURLAUTH_BASIC;
 static const unsigned long folio_curlauth_digest = CURLAUTH_DIGEST;
 static const unsigned long folio_curlauth_bearer = CURLAUTH_BEARER;
-
-static inline CURLcode folio_curl_getinfo_long(CURL *handle, CURLINFO info, long *value) {
-    return curl_easy_getinfo(handle, info, value);
-}
-
-static inline CURLcode folio_curl_getinfo_off_t(CURL *handle, CURLINFO info, curl_off_t *value) {
-    return curl_easy_getinfo(handle, info, value);
-}
 
 #endif

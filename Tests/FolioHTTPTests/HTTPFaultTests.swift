@@ -34,6 +34,40 @@ final class HTTPFaultTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(gap, 0.95)
     }
 
+    func testExhaustedRateLimitPausesBeforeTheNextRequest() async throws {
+        let stub = try StubServer()
+        let source = try source(stub.url("ratelimit-header"))
+        let entry = try await source.snapshot(options: ListingOptions()).entries[0]
+        let scratch = TemporaryDirectory("ratelimit")
+        let connection = try source.makeConnection()
+        defer { connection.close() }
+        XCTAssertEqual(try SourceConformance.download(entry, with: connection, into: scratch.path("f"), from: 0), Array("hello".utf8))
+        let requests = stub.requests
+        let listed = requests.last { $0["method"] as? String == "PROPFIND" }!["time"] as! Double
+        let fetched = requests.last { $0["method"] as? String == "GET" }!["time"] as! Double
+        // X-RateLimit-Remaining: 0 with X-RateLimit-Reset: 1 held the next request for a second.
+        XCTAssertGreaterThanOrEqual(fetched - listed, 0.95)
+    }
+
+    func testBearerTokenFromTokenFile() async throws {
+        let stub = try StubServer()
+        let scratch = TemporaryDirectory("bearer")
+        FixtureTree.write(scratch.path, "token", "tok-123\n")
+        var settings = SourceSettings()
+        settings.tokenFile = scratch.path("token")
+        let source = try HTTPSource(location: SourceLocation(parsing: stub.url("bearer")), settings: settings, timeout: 5, transfers: 1)
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["f.txt"])
+        let connection = try source.makeConnection()
+        defer { connection.close() }
+        XCTAssertEqual(try SourceConformance.download(snapshot.entries[0], with: connection, into: scratch.path("f"), from: 0), Array("hello".utf8))
+        XCTAssertTrue(stub.requests.allSatisfy { $0["authorized"] as? Bool == true })
+
+        let error = try await snapshotError(stub.url("bearer"))
+        XCTAssertEqual(error.code, .authentication)
+        XCTAssertEqual(error.message, "\(stub.url("bearer")) requires authentication (HTTP 401); set username and password-file, or token-file")
+    }
+
     func testHostileHrefsAreProtocolErrorsNotPaths() async throws {
         let stub = try StubServer()
         let cases = [

@@ -85,7 +85,10 @@ LISTINGS = {
     "hostile-foreign": [("http://evil.example/hostile-foreign/x.txt", 5, '"x"')],
     "hostile-outside": [("/elsewhere/x.txt", 5, '"x"')],
     "hostile-dup": [("/hostile-dup/f.txt", 5, '"a"'), ("/hostile-dup/f%2Etxt", 5, '"b"')],
+    "ratelimit-header": [("/ratelimit-header/f.txt", 5, '"h1"')],
+    "bearer": [("/bearer/f.txt", 5, '"b1"')],
 }
+TOKEN = "Bearer tok-123"
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -96,6 +99,7 @@ class Handler(BaseHTTPRequestHandler):
             with open(LOG, "a") as f:
                 f.write(json.dumps({"method": self.command, "path": self.path, "range": self.headers.get("Range"),
                                     "if_range": self.headers.get("If-Range"), "depth": self.headers.get("Depth"),
+                                    "authorized": self.headers.get("Authorization") == TOKEN,
                                     "time": time.time()}) + "\n")
             key = (self.command, self.path)
             counts[key] = counts.get(key, 0) + 1
@@ -117,6 +121,8 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length", "0"))
         if length: self.rfile.read(length)
         scenario = self.path.strip("/").split("/")[0]
+        if scenario == "bearer" and self.headers.get("Authorization") != TOKEN:
+            return self.send(401, b"who?", [("WWW-Authenticate", 'Bearer realm="stub"')])
         if scenario == "ratelimit" and n == 1:
             return self.send(429, b"slow down", [("Retry-After", "1")])
         if self.headers.get("Depth") == "infinity":
@@ -131,7 +137,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(207, body, [("Content-Type", "application/xml")])
         if scenario not in LISTINGS:
             return self.send(404, b"not found")
-        self.send(207, multistatus("/%s/" % scenario, LISTINGS[scenario]), [("Content-Type", "application/xml")])
+        limits = [("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset", "1")] if scenario == "ratelimit-header" else []
+        self.send(207, multistatus("/%s/" % scenario, LISTINGS[scenario]), [("Content-Type", "application/xml")] + limits)
 
     def do_HEAD(self): self.do_GET()
 
@@ -140,6 +147,11 @@ class Handler(BaseHTTPRequestHandler):
         scenario = self.path.strip("/").split("/")[0]
         if scenario == "ratelimit":
             return self.send(200, b"hello", [("ETag", '"r1"'), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
+        if scenario == "bearer" and self.headers.get("Authorization") != TOKEN:
+            return self.send(401, b"who?", [("WWW-Authenticate", 'Bearer realm="stub"')])
+        if scenario in ("ratelimit-header", "bearer"):
+            etag = LISTINGS[scenario][0][2]
+            return self.send(200, b"hello", [("ETag", etag), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
         if scenario == "changing":
             return self.send(200, b"hello", [("ETag", '"v2"'), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
         if scenario in ("truncated", "resume"):
