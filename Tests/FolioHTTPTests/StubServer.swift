@@ -21,16 +21,7 @@ final class StubServer: @unchecked Sendable {
         port = try LoopbackServer.freePort()
         try Self.script.write(toFile: folder.path("stub.py"), atomically: true, encoding: .utf8)
         let python = FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : "python3"
-        var spawned: pid_t = 0
-        let arguments: [String] = [python, folder.path("stub.py"), String(port), logPath]
-        let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 1, folder.path("stub.log"), O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        guard posix_spawnp(&spawned, python, &actions, nil, argv, environ) == 0 else { throw LoopbackServer.Failure("cannot start python3") }
+        let spawned = try LoopbackServer.spawn(python, [folder.path("stub.py"), String(port), logPath], output: folder.path("stub.log"))
         pid = spawned
         try LoopbackServer.waitForPort(port, name: "stub server", log: folder.path("stub.log"))
     }

@@ -111,22 +111,41 @@ public enum LoopbackServer {
     public static func run(_ executable: String, _ arguments: [String]) throws -> String {
         let capture = FileManager.default.temporaryDirectory.appendingPathComponent("folio-run-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: capture) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, capture, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
-        guard spawned == 0 else { throw Failure("cannot run \(executable): errno \(spawned)") }
+        let pid = try spawn(executable, arguments, output: capture)
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0, errno == EINTR {}
         let output = (try? String(contentsOfFile: capture, encoding: .utf8)) ?? ""
         guard status == 0 else { throw Failure("\(executable) \(arguments.joined(separator: " ")) failed (status \(status)): \(output)") }
         return output
+    }
+
+    /// Starts a program (looked up in PATH) with stdin from /dev/null and stdout+stderr to `output`.
+    ///
+    /// The child gets an empty signal mask and default handlers: the test process's threads block signals,
+    /// and a mask inherited that way would make a server (Apache) ignore the SIGTERM that stops it.
+    public static func spawn(_ executable: String, _ arguments: [String], output: String) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t(), defaults = sigset_t()
+        sigemptyset(&empty)
+        sigemptyset(&defaults)
+        for signal in [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD, SIGPIPE, SIGUSR1, SIGUSR2] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawnp(&pid, executable, &actions, &attributes, argv, environ)
+        guard spawned == 0 else { throw Failure("cannot run \(executable): errno \(spawned)") }
+        return pid
     }
 
     /// Percent-encodes a path below a served root for a URL (everything but unreserved bytes and `/`).
