@@ -49,6 +49,17 @@ final class HTTPFaultTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(fetched - listed, 0.95)
     }
 
+    func testRequestsPerSecondSpacesRequests() async throws {
+        let stub = try StubServer()
+        var settings = SourceSettings()
+        settings.requestsPerSecond = 2
+        let source = try HTTPSource(location: SourceLocation(parsing: stub.url("hostile-dup")), settings: settings, timeout: 5, transfers: 1)
+        _ = try await source.snapshot(options: ListingOptions())
+        let times = stub.requests.map { $0["time"] as! Double }
+        XCTAssertEqual(times.count, 3)  // OPTIONS, PROPFIND infinity (refused), PROPFIND depth 1
+        for (earlier, later) in zip(times, times.dropFirst()) { XCTAssertGreaterThanOrEqual(later - earlier, 0.45) }
+    }
+
     func testBearerTokenFromTokenFile() async throws {
         let stub = try StubServer()
         let scratch = TemporaryDirectory("bearer")

@@ -123,4 +123,17 @@ final class HTTPServerTests: XCTestCase {
             }
         }
     }
+
+    func testDigestAuthOnApache() async throws {
+        let server = try ApacheServer()
+        FixtureTree.write(server.servedRoot, "d.txt", "digest\n", mtime: (1_700_000_000, 0))
+        let folder = TemporaryDirectory("digest")
+        FixtureTree.write(folder.path, "password", server.password + "\n")
+        let source = try source(server.url("digest")) { $0.username = "folio"; $0.passwordFile = folder.path("password") }
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["d.txt"])
+        let connection = try source.makeConnection()
+        defer { connection.close() }
+        XCTAssertEqual(try SourceConformance.download(snapshot.entries[0], with: connection, into: folder.path("out"), from: 0), Array("digest\n".utf8))
+    }
 }

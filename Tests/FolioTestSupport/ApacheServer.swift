@@ -2,14 +2,17 @@ import Foundation
 import Glibc
 
 /// A real Apache httpd on 127.0.0.1 with its own ServerRoot, config, logs and pid file in a temp folder, serving
-/// one folder as WebDAV (`/dav/`, mod_dav_fs) and as an autoindex (`/index/`). Workers run as www-data (Apache
-/// refuses root), so the served folder is world-readable.
+/// one folder as WebDAV (`/dav/`, mod_dav_fs), as an autoindex (`/index/`) and as Digest-protected WebDAV
+/// (`/digest/`, user `folio`, realm `folio`). Workers run as www-data (Apache refuses root), so the served folder
+/// is world-readable.
 public final class ApacheServer: @unchecked Sendable {
     // Why @unchecked Sendable: a test drives one server from one method; start()/stop() run in sequence.
     public let folder: TemporaryDirectory
     public let servedRoot: String
     public let port: Int
     public var errorLog: String { folder.path("error.log") }
+    /// The Digest password of user `folio` on `/digest/`.
+    public let password = "d1gest-Pa55"
     private var pid: Int32?
 
     public init() throws {
@@ -20,6 +23,8 @@ public final class ApacheServer: @unchecked Sendable {
         chmod(folder.path, 0o755)
         chmod(folder.path("lock"), 0o777)  // the DAV lock database is written by the www-data workers
         port = try LoopbackServer.freePort()
+        let hash = try LoopbackServer.run("python3", ["-c", "import hashlib; print(hashlib.md5(b'folio:folio:\(password)').hexdigest())"])
+        try "folio:folio:\(hash.trimmingCharacters(in: .whitespacesAndNewlines))\n".write(toFile: folder.path("htdigest"), atomically: true, encoding: .utf8)
         try writeConfig()
         try start()
     }
@@ -52,7 +57,7 @@ public final class ApacheServer: @unchecked Sendable {
 
     private func writeConfig() throws {
         let modules = "/usr/lib/apache2/modules"
-        let loads = ["mpm_event", "authz_core", "alias", "autoindex", "dav", "dav_fs", "mime"]
+        let loads = ["mpm_event", "authz_core", "authz_user", "authn_core", "authn_file", "auth_digest", "alias", "autoindex", "dav", "dav_fs", "mime"]
             .map { "LoadModule \($0)_module \(modules)/mod_\($0).so" }.joined(separator: "\n")
         let config = """
             ServerRoot "\(folder.path)"
@@ -67,12 +72,21 @@ public final class ApacheServer: @unchecked Sendable {
             DavLockDB \(folder.path("lock/DavLock"))
             Alias /dav \(servedRoot)
             Alias /index \(servedRoot)
+            Alias /digest \(servedRoot)
             <Directory \(servedRoot)>
               Require all granted
               Options +Indexes
             </Directory>
             <Location /dav>
               Dav On
+            </Location>
+            <Location /digest>
+              Dav On
+              AuthType Digest
+              AuthName "folio"
+              AuthDigestProvider file
+              AuthUserFile \(folder.path("htdigest"))
+              Require valid-user
             </Location>
 
             """
