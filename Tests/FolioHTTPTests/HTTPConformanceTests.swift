@@ -40,6 +40,17 @@ final class HTTPConformanceTests: XCTestCase {
         }
     }
 
+    /// One `Depth: infinity` PROPFIND lists the whole tree where the server allows it.
+    func testApacheWebDAVDepthInfinity() async throws {
+        let server = try ApacheServer()
+        try await SourceConformance.run(servedRoot: server.servedRoot, options: .init(precision: .second, folderTimes: true)) {
+            try self.source(server.url("davinf", localPath: $0))
+        }
+        // Each full listing was one PROPFIND: no Depth: 1 request was needed.
+        XCTAssertEqual(server.requests(containing: "PROPFIND /davinf/ 207 ").count, 2)
+        XCTAssertEqual(server.requests(containing: "depth=1").count, 0, "\(server.requests(containing: "PROPFIND"))")
+    }
+
     func testApacheIndex() async throws {
         let server = try ApacheServer()
         try await SourceConformance.run(servedRoot: server.servedRoot, options: .init(precision: .second, folderTimes: false)) {

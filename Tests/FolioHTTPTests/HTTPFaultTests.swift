@@ -137,6 +137,19 @@ final class HTTPFaultTests: XCTestCase {
         XCTAssertEqual(stub.requests.filter { $0["method"] as? String == "GET" }.count, 4)
     }
 
+    func testTricklingServerHitsTheStallTimeout() async throws {
+        let stub = try StubServer()
+        let source = try HTTPSource(location: SourceLocation(parsing: stub.url("trickle")), settings: SourceSettings(), timeout: 1, transfers: 1)
+        let entry = try await source.snapshot(options: ListingOptions()).entries[0]
+        let scratch = TemporaryDirectory("trickle")
+        let connection = try source.makeConnection()
+        defer { connection.close() }
+        XCTAssertThrowsError(try SourceConformance.download(entry, with: connection, into: scratch.path("part"), from: 0)) { error in
+            XCTAssertEqual((error as? SourceError)?.code, .unreachable)
+            XCTAssertEqual((error as? SourceError)?.underlying?.hasPrefix("curl 28 "), true, "\(error)")
+        }
+    }
+
     func testDroppedConnectionResumesWithRangeAndIfRange() async throws {
         let stub = try StubServer()
         let source = try source(stub.url("resume"))

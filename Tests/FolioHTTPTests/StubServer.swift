@@ -78,6 +78,7 @@ LISTINGS = {
     "hostile-dup": [("/hostile-dup/f.txt", 5, '"a"'), ("/hostile-dup/f%2Etxt", 5, '"b"')],
     "ratelimit-header": [("/ratelimit-header/f.txt", 5, '"h1"')],
     "bearer": [("/bearer/f.txt", 5, '"b1"')],
+    "trickle": [("/trickle/t.bin", 100, '"t"')],
 }
 TOKEN = "Bearer tok-123"
 
@@ -143,6 +144,21 @@ class Handler(BaseHTTPRequestHandler):
         if scenario in ("ratelimit-header", "bearer"):
             etag = LISTINGS[scenario][0][2]
             return self.send(200, b"hello", [("ETag", etag), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
+        if scenario == "trickle":
+            # One byte every two seconds: slower than any stall timeout Folio accepts.
+            self.send_response(200)
+            self.send_header("ETag", '"t"')
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            try:
+                for _ in range(100):
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                    time.sleep(2)
+            except OSError:
+                pass
+            self.close_connection = True
+            return
         if scenario == "changing":
             return self.send(200, b"hello", [("ETag", '"v2"'), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
         if scenario in ("truncated", "resume"):

@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 
 /// A real Apache httpd on 127.0.0.1 with its own ServerRoot, config, logs and pid file in a temp folder, serving
-/// one folder as WebDAV (`/dav/`, mod_dav_fs), as an autoindex (`/index/`) and as Digest-protected WebDAV
+/// one folder as WebDAV (`/dav/`, mod_dav_fs; `/davinf/` also answers `Depth: infinity`), as an autoindex (`/index/`) and as Digest-protected WebDAV
 /// (`/digest/`, user `folio`, realm `folio`). Workers run as www-data (Apache refuses root), so the served folder
 /// is world-readable.
 public final class ApacheServer: @unchecked Sendable {
@@ -11,6 +11,7 @@ public final class ApacheServer: @unchecked Sendable {
     public let servedRoot: String
     public let port: Int
     public var errorLog: String { folder.path("error.log") }
+    public var accessLog: String { folder.path("access.log") }
     /// The Digest password of user `folio` on `/digest/`.
     public let password = "d1gest-Pa55"
     private var pid: Int32?
@@ -53,6 +54,11 @@ public final class ApacheServer: @unchecked Sendable {
         self.pid = nil
     }
 
+    /// The access log lines (method, path, status, bytes, Depth header) that contain `text`.
+    public func requests(containing text: String) -> [String] {
+        ((try? String(contentsOfFile: accessLog, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init).filter { $0.contains(text) }
+    }
+
     deinit { stop() }
 
     private func writeConfig() throws {
@@ -65,6 +71,8 @@ public final class ApacheServer: @unchecked Sendable {
             Listen 127.0.0.1:\(port)
             PidFile \(folder.path("httpd.pid"))
             ErrorLog \(errorLog)
+            LogFormat "%m %U %>s %B depth=%{Depth}i" folio
+            CustomLog \(accessLog) folio
             \(loads)
             User www-data
             Group www-data
@@ -73,12 +81,17 @@ public final class ApacheServer: @unchecked Sendable {
             Alias /dav \(servedRoot)
             Alias /index \(servedRoot)
             Alias /digest \(servedRoot)
+            Alias /davinf \(servedRoot)
             <Directory \(servedRoot)>
               Require all granted
               Options +Indexes
             </Directory>
             <Location /dav>
               Dav On
+            </Location>
+            <Location /davinf>
+              Dav On
+              DavDepthInfinity On
             </Location>
             <Location /digest>
               Dav On
