@@ -263,7 +263,7 @@ private func curlWriteCallback(_ buffer: UnsafeMutablePointer<CChar>?, _ size: I
         } else {
             let room = max(0, transfer.bodyLimit - transfer.collected.count)
             // A listing that outgrows its bound is refused; an error page (or a redirect's body) is cut short.
-            if length > room, (200..<300).contains(transfer.status) { throw HTTPClient.BodyTooLarge(limit: transfer.bodyLimit) }
+            if length > room, (200..<300).contains(transfer.status) { throw HTTPClient.BodyTooLarge() }
             transfer.collected.append(contentsOf: bytes.prefix(room))
         }
         return length

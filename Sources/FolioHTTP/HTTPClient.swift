@@ -9,7 +9,7 @@ import Synchronization
 /// caller's `CurlEasy`.
 final class HTTPClient: Sendable {
     /// A collected body outgrew its bound.
-    struct BodyTooLarge: Error { let limit: Int }
+    struct BodyTooLarge: Error {}
 
     let urls: SourceURL
     let gate: HostGate
@@ -125,7 +125,7 @@ final class HTTPClient: Sendable {
             return SourceError(.notFound, "\(url) does not exist (HTTP \(status)); check the URL", path: path, underlying: underlying)
         case 429, 503:
             return SourceError(.unreachable, "\(url) kept refusing requests (HTTP \(status)) after \(Self.maxAttempts) attempts; try again later or lower requests-per-second", path: path, underlying: underlying)
-        case 500...599:
+        case 500, 502...599:
             return SourceError(.unreachable, "\(url) failed with a server error (HTTP \(status)) after \(Self.maxAttempts) attempts; check the server", path: path, underlying: underlying)
         default:
             return SourceError(.protocolViolation, "\(url) answered HTTP \(status), which Folio did not expect here", path: path, underlying: underlying)

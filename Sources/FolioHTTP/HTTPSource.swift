@@ -12,6 +12,9 @@ import Synchronization
 ///
 /// At most `max(transfers, 8)` requests are in flight to the host at once, each worker keeping its connection
 /// alive; 429/503 `Retry-After` and `X-RateLimit-*` pause every worker; `requests-per-second` spaces requests.
+///
+/// Symbolic links are the server's business (it serves what they point to), so `ListingOptions.symlinks` does
+/// not apply; index pages carry no ETag for files listed from nginx's JSON format (see `IndexLister`).
 public struct HTTPSource: Source {
     public let displayName: String
     private let client: HTTPClient
