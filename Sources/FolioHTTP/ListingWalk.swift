@@ -71,7 +71,7 @@ final class ListingWalk: @unchecked Sendable {
 
     func add(_ entries: [Entry], issues: [ListingIssue] = []) {
         condition.lock()
-        builder.append(contentsOf: entries)
+        for entry in entries { builder.append(entry) }
         builder.note(contentsOf: issues)
         condition.unlock()
     }

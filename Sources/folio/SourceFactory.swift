@@ -1,5 +1,6 @@
 import FolioCore
 import FolioHTTP
+import FolioSFTP
 
 /// Builds the `Source` for a target from its `source` text. The only place that knows every transport.
 enum SourceFactory {
@@ -13,10 +14,11 @@ enum SourceFactory {
         switch location.kind {
         case .local(let path):
             return LocalSource(rootPath: path, symlinks: target.symlinks)
+        case .sftp:
+            return try SFTPSource(location: location, settings: target.sourceSettings, timeout: target.timeout,
+                                  transfers: target.transfers, symlinks: target.symlinks)
         case .http:
             return try HTTPSource(location: location, settings: target.sourceSettings, timeout: target.timeout, transfers: target.transfers)
-        case .sftp:
-            throw SourceError(.protocolViolation, "source \(location): this build of folio has no network sources")
         }
     }
 }
