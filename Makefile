@@ -24,6 +24,7 @@ demo: build
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+	./scripts/verify-systemd.sh
 
 install: release
 	install -m 0755 .build/release/folio /usr/local/bin/folio
