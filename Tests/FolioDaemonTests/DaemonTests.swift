@@ -109,6 +109,33 @@ final class DaemonTests: XCTestCase {
         XCTAssertFalse(after.output.contains("next run:"), after.output)
     }
 
+    /// The same schedule against a real sshd: the daemon mirrors an SFTP target, skips it while unchanged and
+    /// follows a change on the server.
+    func testSyncsAnSFTPTargetOnSchedule() throws {
+        let server = try SSHServer()
+        let src = scratch.path("src-remote"), dst = scratch.path("dst-remote")
+        FixtureTree.write(src, "photos/one.jpg", "jpeg one")
+        FixtureTree.write(src, "two.txt", "two")
+        writeConfig("""
+            [[target]]
+            name = "remote"
+            source = "\(server.url(src))"
+            destination = "\(dst)"
+            mode = "automatic"
+            interval = "1s"
+            identity = "\(server.userKeyPath)"
+            known-hosts = "\(server.knownHostsPath)"
+
+            """)
+        let daemon = try startDaemon()
+        eventually(30, "first sync over SFTP") { text(dst + "/photos/one.jpg") == "jpeg one" && text(dst + "/two.txt") == "two" }
+        eventually(30, "an unchanged run") { lines(daemon.log, containing: "remote: unchanged, checked in").count >= 1 }
+        FixtureTree.write(src, "two.txt", "two, edited on the server", mtime: (1_800_000_000, 0))
+        eventually(30, "the change mirrored") { text(dst + "/two.txt") == "two, edited on the server" }
+        XCTAssertEqual(FixtureTree.listing(dst), ["photos/", "photos/one.jpg", "two.txt"])
+        terminate(daemon)
+    }
+
     func testNotifyMessagesArriveOnARealSocket() throws {
         let src = scratch.path("src-docs")
         FixtureTree.write(src, "a.txt", "first")
