@@ -1,3 +1,5 @@
+import Dispatch
+
 /// A listing of a source tree at one moment: entries sorted in `RelativePath` order, plus what could not be listed.
 ///
 /// Memory grows with the number of entries only: one `Entry` (about 90 bytes with its path) per entry.
@@ -82,7 +84,20 @@ public struct SnapshotBuilder: Sendable {
     /// Sorts, drops exact duplicates (reporting them) and reports names that clash after normalisation.
     /// Works in place: the entries are never held twice.
     public consuming func finish() -> Snapshot {
-        entries.sort { RelativePath.compare($0.path.bytes, $1.path.bytes) < 0 }
+        // The normalisation check reads its own reference to the entries while they are sorted: on two cores a
+        // large listing pays for the longer of the two, not both.
+        let unsorted = entries
+        nonisolated(unsafe) var clashes: [ListingIssue] = []
+        entries.withUnsafeMutableBufferPointer { buffer in
+            nonisolated(unsafe) var sortable = buffer
+            DispatchQueue.concurrentPerform(iterations: 2) { part in
+                if part == 0 {
+                    sortable.sort { RelativePath.compare($0.path.bytes, $1.path.bytes) < 0 }
+                } else {
+                    clashes = Self.normalizationClashes(in: unsorted)
+                }
+            }
+        }
         if entries.count > 1, zip(entries, entries.dropFirst()).contains(where: { $0.path == $1.path }) {
             var unique: [Entry] = []
             unique.reserveCapacity(entries.count)
@@ -95,23 +110,24 @@ public struct SnapshotBuilder: Sendable {
             }
             entries = unique
         }
-        issues.append(contentsOf: Self.normalizationClashes(in: entries))
+        issues.append(contentsOf: clashes)
         return Snapshot(sortedEntries: entries, issues: issues)
     }
 
     /// Only names with non-ASCII bytes can clash, so the common all-ASCII tree costs one scan. Swift's `String`
     /// compares and hashes by canonical equivalence, so it finds NFC/NFD twins without a normalisation pass.
+    /// Works on entries in any order; reports each pair smaller path first, in path order.
     static func normalizationClashes(in entries: [Entry]) -> [ListingIssue] {
         var seen: [String: RelativePath] = [:]
-        var clashes: [ListingIssue] = []
+        var pairs: [(RelativePath, RelativePath)] = []
         for entry in entries where entry.path.bytes.contains(where: { $0 >= 0x80 }) {
             guard let text = String(validating: entry.path.bytes, as: UTF8.self) else { continue }
             if let other = seen[text] {
-                clashes.append(ListingIssue(path: other.description, kind: .normalizationClash(entry.path.description)))
+                if other != entry.path { pairs.append(other < entry.path ? (other, entry.path) : (entry.path, other)) }
             } else {
                 seen[text] = entry.path
             }
         }
-        return clashes
+        return pairs.sorted { $0.0 < $1.0 }.map { ListingIssue(path: $0.0.description, kind: .normalizationClash($0.1.description)) }
     }
 }
