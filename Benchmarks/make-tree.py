@@ -45,9 +45,9 @@ def write(path, data, stamp_ns):
 
 def make(kind, root, scale=1.0):
     files, folders, low, high = KINDS[kind]
-    # Scaled trees keep file sizes and names; only the counts shrink (never below one folder, one file each).
+    # Scaled trees keep file sizes and names; only the counts shrink (never below one folder, one file each, three files).
     folders = max(1, round(folders * scale))
-    files = max(folders, round(files * scale))
+    files = max(folders, 3, round(files * scale))  # the change scenario needs three files
     rng = random.Random(f"folio-{kind}")
     for f in range(folders):
         os.makedirs(os.path.join(root, folder_name(f)), exist_ok=True)
