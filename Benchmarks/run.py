@@ -901,6 +901,20 @@ def write_markdown(path, meta, rows, checks):
         out.write("\n".join(lines) + "\n")
 
 
+def update_readme(table_path):
+    """Replaces the part of Benchmarks/README.md between the latest markers with the table just written."""
+    readme = os.path.join(HERE, "README.md")
+    text = open(readme).read()
+    begin, end = "<!-- latest:begin -->\n", "<!-- latest:end -->"
+    if begin not in text or end not in text:
+        log("README.md has no latest markers; left unchanged")
+        return
+    table = open(table_path).read().replace("# Folio benchmark", "### Folio benchmark", 1)
+    head, rest = text.split(begin, 1)
+    open(readme, "w").write(head + begin + table + rest[rest.index(end):])
+    log("updated the table in Benchmarks/README.md")
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Main.
 # ----------------------------------------------------------------------------------------------------------
@@ -922,8 +936,8 @@ def parse_args(argv):
     p.add_argument("--quick", action="store_true", help=f"trees scaled by {QUICK_SCALE}, one repetition")
     p.add_argument("--timeout", type=float, default=600, help="seconds before a run is killed and failed")
     p.add_argument("--work", default=os.path.join(HERE, "work"), help="work folder (trees, servers, logs)")
-    p.add_argument("--output", default=os.path.join(HERE, "results", "latest"),
-                   help="output path without extension: writes .md and .json (default results/latest)")
+    p.add_argument("--output", help="output path without extension: writes .md and .json (default "
+                   "results/latest, which also updates the table in Benchmarks/README.md; work/quick with --quick)")
     p.add_argument("--folio", help="use this folio binary instead of building one")
     p.add_argument("--no-build", action="store_true", help="use .build/release/folio as it is")
     p.add_argument("--no-install", action="store_true", help="do not apt-get install missing tools")
@@ -956,6 +970,10 @@ def parse_args(argv):
         return {t: values.get(t, default) for t in TREES}
     args.scales = {t: f * (QUICK_SCALE if args.quick else 1) for t, f in per_tree(args.scale, 1.0, float).items()}
     args.repetitions = {t: 1 if args.quick else n for t, n in per_tree(args.repetitions, 3, int).items()}
+    # A smoke check never replaces the committed results; only a default full run updates the README.
+    args.update_readme = args.output is None and not args.quick
+    if args.output is None:
+        args.output = os.path.join(args.work, "quick") if args.quick else os.path.join(HERE, "results", "latest")
     return args
 
 
@@ -1043,6 +1061,8 @@ def main(argv):
         json.dump({"meta": meta, "rows": rows, "targets": checks, "runs": records}, out, indent=1,
                   ensure_ascii=False)
     log(f"wrote {output}.md and {output}.json")
+    if args.update_readme:
+        update_readme(output + ".md")
     return 0
 
 
