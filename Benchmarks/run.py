@@ -1035,8 +1035,16 @@ def main(argv):
                     for tool in args.tools:
                         if any(fnmatch.fnmatchcase(f"{kind}:{source}:{tool}", pattern) for pattern in args.skip):
                             continue
-                        run_chain(tool, tree=tree, source=source, ctx=ctx, scenarios=args.scenarios, rep=rep,
-                                  results=records)
+                        try:
+                            run_chain(tool, tree=tree, source=source, ctx=ctx, scenarios=args.scenarios,
+                                      rep=rep, results=records)
+                        except (OSError, subprocess.SubprocessError, ValueError) as error:
+                            # A broken chain (say, a destination we cannot read back) fails its row, not the run.
+                            log(f"  rep {rep} {tree.label} {source} {tool}: chain aborted: {error!r}")
+                            records.append({"tree": tree.label, "files": tree.files, "source": source,
+                                            "scenario": "initial", "tool": tool, "rep": rep, "ok": False,
+                                            "error": f"harness error: {error!r}"[:200]})
+                            tree.use("base")
     except KeyboardInterrupt:
         notes.append("The run was interrupted; rows missing from this table were not run.")
         log("interrupted: writing what was measured so far")
