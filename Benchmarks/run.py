@@ -249,6 +249,10 @@ MaxSessions 100
 # sftp-server at DEBUG3 logs one "request N: ..." line per SFTP request, which we count (the subsystem command
 # runs through the shell, so its stderr can go to our log; no syslog needed).
 Subsystem sftp /usr/lib/openssh/sftp-server -e -l DEBUG3 2>>{self.sftp_log}
+# Debian's bash sources ~/.bashrc for every command sshd starts (SSH_SOURCE_BASHRC) unless it believes it is a
+# nested shell. This machine's root .bashrc takes a few hundred ms (pyenv init), which a server would not
+# normally charge per session, so the sessions start as if nested and skip it.
+SetEnv SHLVL=1
 """)
         os.makedirs("/run/sshd", exist_ok=True)  # privilege separation directory sshd insists on
         child = self.processes.start("sshd", ["/usr/sbin/sshd", "-D", "-e", "-f", config], self.sshd_log)
