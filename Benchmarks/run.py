@@ -22,6 +22,7 @@ Python 3 standard library only. Traffic only to 127.0.0.1.
 """
 import argparse
 import asyncio
+import fcntl
 import fnmatch
 import hashlib
 import json
@@ -986,6 +987,12 @@ def main(argv):
     started = time.monotonic()
     work = os.path.abspath(args.work)
     os.makedirs(work, exist_ok=True)
+    # One run per work folder: a second one would rewrite the keys, known_hosts and rclone.conf under the first.
+    lock = open(os.path.join(work, ".lock"), "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise SystemExit(f"bench: another run.py is using {work}; wait for it or pass --work")
     load_start = ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
     # Trees first (deterministic; reused across runs while make-tree.py is unchanged).
