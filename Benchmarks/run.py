@@ -936,8 +936,9 @@ def parse_args(argv):
                    help="leave out matching chains (shell patterns, repeatable), e.g. 'huge:*:*' or 'huge:sftp*:rclone*'")
     p.add_argument("--scale", default="1",
                    help="tree scale: one factor for all (0.1) or per tree (small=1,huge=0.2,media=0.5); default 1")
-    p.add_argument("--rtt-scale", type=float, default=1.0,
-                   help="extra factor for the +rtt sources' trees (per-file round trips make them slow)")
+    p.add_argument("--rtt-scale", default="1",
+                   help="extra factor for the +rtt sources' trees, for all (0.5) or per tree (small=0.5): per-file "
+                   "round trips make those rows slow; default 1")
     p.add_argument("--quick", action="store_true", help=f"trees scaled by {QUICK_SCALE}, one repetition")
     p.add_argument("--timeout", type=float, default=600, help="seconds before a run is killed and failed")
     p.add_argument("--work", default=os.path.join(HERE, "work"), help="work folder (trees, servers, logs)")
@@ -975,6 +976,7 @@ def parse_args(argv):
         return {t: values.get(t, default) for t in TREES}
     args.scales = {t: f * (QUICK_SCALE if args.quick else 1) for t, f in per_tree(args.scale, 1.0, float).items()}
     args.repetitions = {t: 1 if args.quick else n for t, n in per_tree(args.repetitions, 3, int).items()}
+    args.rtt_scales = per_tree(args.rtt_scale, 1.0, float)
     # A smoke check never replaces the committed results; only a default full run updates the README.
     args.update_readme = args.output is None and not args.quick
     if args.output is None:
@@ -999,8 +1001,8 @@ def main(argv):
     trees = {}  # (kind, rtt?) -> Tree
     for kind in args.trees:
         trees[(kind, False)] = Tree(work, kind, args.scales[kind])
-        if any(s.endswith("+rtt") for s in args.sources) and args.rtt_scale != 1:
-            trees[(kind, True)] = Tree(work, kind, round(args.scales[kind] * args.rtt_scale, 6))
+        if any(s.endswith("+rtt") for s in args.sources) and args.rtt_scales[kind] != 1:
+            trees[(kind, True)] = Tree(work, kind, round(args.scales[kind] * args.rtt_scales[kind], 6))
     for tree in {t.slug: t for t in trees.values()}.values():
         tree.prepare()
     if args.prepare:
@@ -1070,7 +1072,7 @@ def main(argv):
             "command": "python3 Benchmarks/run.py " + " ".join(shlex.quote(a) for a in argv),
             "wall_minutes": (time.monotonic() - started) / 60, "machine": machine_description(),
             "load_start": load_start, "repetitions": args.repetitions, "skipped": args.skip, "versions": tool_versions(folio),
-            "scales": args.scales, "rtt_scale": args.rtt_scale, "notes": notes, "trees": args.trees,
+            "scales": args.scales, "rtt_scales": args.rtt_scales, "notes": notes, "trees": args.trees,
             "tree_sizes": [f"{t.label} = {t.files:,} files, {t.bytes / 2**20:,.0f} MiB" for t in
                            {t.slug: t for t in trees.values()}.values()]}
     output = os.path.abspath(args.output)
