@@ -798,7 +798,7 @@ TARGETS = [  # (description, predicate on (tree kind, source, scenario), limit o
     ("20 ms RTT no-change ≤ 0.2", lambda k, s, c: c == "no-change" and s.endswith("+rtt"), 0.2),
     ("20 ms RTT initial ≤ 0.5", lambda k, s, c: c == "initial" and s.endswith("+rtt"), 0.5),
 ]
-MEMORY_TARGET_MIB = 50
+MEMORY_TARGET_MB = 50
 
 
 def summarize(records):
@@ -850,10 +850,13 @@ def target_checks(rows):
                                "scenario": row["scenario"], "ratio": ratio, "best_other": row["best_other"],
                                "met": met})
         if kind == "huge" and row.get("max_rss_mib") is not None:
-            checks.append({"target": f"peak memory at 100,000 files ≤ {MEMORY_TARGET_MIB} MB", "tree": row["tree"],
+            # The target is in MB (10^6 bytes); the column is MiB.
+            megabytes = row["max_rss_mib"] * 2**20 / 1e6
+            met = ("yes" if megabytes <= MEMORY_TARGET_MB else "no") if row["files"] >= 100_000 else \
+                f"n/a: scaled tree of {row['files']:,} files"
+            checks.append({"target": f"peak memory at 100,000 files ≤ {MEMORY_TARGET_MB} MB", "tree": row["tree"],
                            "source": row["source"], "scenario": row["scenario"], "ratio": None,
-                           "rss": row["max_rss_mib"], "best_other": None,
-                           "met": "yes" if row["max_rss_mib"] <= MEMORY_TARGET_MIB else "no"})
+                           "rss": megabytes, "best_other": None, "met": met})
     return checks
 
 
@@ -897,7 +900,7 @@ def write_markdown(path, meta, rows, checks):
     lines += ["", "## Targets (Folio / best mirror tool)", "", "| target | tree | source | scenario | value | met |",
               "|---|---|---|---|---:|---|"]
     for c in checks:
-        value = fmt(c.get("rss"), "{:.0f} MiB") if "rss" in c else \
+        value = fmt(c.get("rss"), "{:.0f} MB") if "rss" in c else \
             fmt(c["ratio"], "{:.2f}") + (f" vs {c['best_other']}" if c["best_other"] else "")
         lines.append(f"| {c['target']} | {c['tree']} | {c['source']} | {c['scenario']} | {value} | {c['met']} |")
     if meta.get("notes"):
@@ -1074,7 +1077,7 @@ def main(argv):
             "load_start": load_start, "repetitions": args.repetitions, "skipped": args.skip, "versions": tool_versions(folio),
             "scales": args.scales, "rtt_scales": args.rtt_scales, "notes": notes, "trees": args.trees,
             "tree_sizes": [f"{t.label} = {t.files:,} files, {t.bytes / 2**20:,.0f} MiB" for t in
-                           {t.slug: t for t in trees.values()}.values()]}
+                           {t.slug: t for t in trees.values()}.values() if any(r["tree"] == t.label for r in records)]}
     output = os.path.abspath(args.output)
     os.makedirs(os.path.dirname(output), exist_ok=True)
     write_markdown(output + ".md", meta, rows, checks)
