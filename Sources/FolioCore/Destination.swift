@@ -20,7 +20,10 @@ public final class Destination: Sendable {
     public init(path: String, create: Bool) throws(SourceError) {
         self.path = path
         if create, mkdir(path, 0o755) != 0, errno != EEXIST {
-            throw Self.error(errno, "cannot create destination \(path)")
+            // Like `mkdir -p`: a new destination may sit below folders that do not exist yet.
+            guard errno == ENOENT, (try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)) != nil else {
+                throw Self.error(errno, "cannot create destination \(path)")
+            }
         }
         let root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard root >= 0 else { throw Self.error(errno, "cannot open destination \(path)") }

@@ -26,9 +26,6 @@ public struct Snapshot: Sendable {
         }
         return nil
     }
-
-    public var fileCount: Int { entries.reduce(0) { $0 + ($1.kind == .file ? 1 : 0) } }
-    public var totalFileBytes: Int64 { entries.reduce(0) { $0 + ($1.kind == .file ? $1.size : 0) } }
 }
 
 /// Something a listing could not fully do.
@@ -74,10 +71,7 @@ public struct SnapshotBuilder: Sendable {
 
     public init(reservingCapacity capacity: Int = 0) { entries.reserveCapacity(capacity) }
 
-    public var count: Int { entries.count }
-
     public mutating func append(_ entry: Entry) { entries.append(entry) }
-    public mutating func append(contentsOf more: [Entry]) { entries.append(contentsOf: more) }
     public mutating func note(_ issue: ListingIssue) { issues.append(issue) }
     public mutating func note(contentsOf more: [ListingIssue]) { issues.append(contentsOf: more) }
     public mutating func merge(_ other: SnapshotBuilder) {

@@ -72,10 +72,24 @@ private struct Merge {
                 remote.entry(at: path) == nil && !Self.contains(local, path)
             }
         }
+        addParentTimes(remote: remote)
         plan.removals.sort { $0.item.path.depth > $1.item.path.depth }
         plan.folders.sort { $0.path.depth < $1.path.depth }
         plan.folderTimes.sort { $0.path.depth > $1.path.depth }
         return plan
+    }
+
+    /// Adding, replacing or removing an entry moves its folder's mtime on the destination: those folders get the
+    /// source's time back at the end of the run too, or the next run would find them changed.
+    private mutating func addParentTimes(remote: Snapshot) {
+        var parents = Set(plan.folderTimes.map(\.path))
+        let touched = plan.downloads.map(\.entry.path) + plan.removals.map(\.item.path) + plan.folders.map(\.path)
+        for path in touched {
+            guard let parent = path.parent, !parent.isRoot, !parents.contains(parent),
+                  let folder = remote.entry(at: parent), folder.kind == .folder, folder.mtime.isKnown else { continue }
+            parents.insert(parent)
+            plan.folderTimes.append(folder)
+        }
     }
 
     private static func contains(_ local: [LocalItem], _ path: RelativePath) -> Bool {

@@ -139,13 +139,16 @@ public final class StateDatabase: StateStore, Sendable {
     public func commit(target: String, upserts: [RecordedEntry], removedSubtrees: [RelativePath]) throws {
         try perform {
             try queue.write { db in
+                // Two statements, not one with OR: each is a range on the primary key, where an OR scans the table.
+                let deleteOne = try db.cachedStatement(sql: "DELETE FROM entry WHERE target = ? AND path = ?")
+                let deleteBelow = try db.cachedStatement(sql: "DELETE FROM entry WHERE target = ? AND path >= ? AND path < ?")
                 for path in removedSubtrees {
                     var low = path.bytes
                     low.append(UInt8(ascii: "/"))
                     var high = path.bytes
                     high.append(UInt8(ascii: "/") + 1)
-                    try db.execute(sql: "DELETE FROM entry WHERE target = ? AND (path = ? OR (path >= ? AND path < ?))",
-                                   arguments: [target, Data(path.bytes), Data(low), Data(high)])
+                    try deleteOne.execute(arguments: [target, Data(path.bytes)])
+                    try deleteBelow.execute(arguments: [target, Data(low), Data(high)])
                 }
                 let statement = try db.cachedStatement(sql: """
                     INSERT OR REPLACE INTO entry (target, path, kind, size, mtime, validator, checksum, local_inode, local_mtime)

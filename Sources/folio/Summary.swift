@@ -23,7 +23,7 @@ enum Summary {
             if report.updated > 0 { parts.append("\(report.updated) \(verb)updated") }
             if report.removed > 0 { parts.append("\(report.removed) \(verb)removed\(report.trashFolder != nil || report.dryRun ? " (in trash)" : "")") }
             if report.createdFolders > 0 { parts.append("\(report.createdFolders) folders \(verb)created") }
-            if parts.isEmpty { parts.append("records brought up to date") }
+            if parts.isEmpty { parts.append("times and records brought up to date") }
             if report.dryRun {
                 lines.append("\(name) (dry run): \(parts.joined(separator: ", ")), \(ByteCount.format(report.bytes)) to copy")
             } else {

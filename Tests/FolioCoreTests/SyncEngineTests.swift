@@ -73,6 +73,18 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertEqual(trashed("b.txt"), ["bravo"])
     }
 
+    func testAfterAnUpdateInsideAFolderTheNextRunIsUnchanged() async throws {
+        source.setFile("d/a.txt", "one")
+        source.setFile("d/b.txt", "two")
+        _ = await run()
+        source.setFile("d/a.txt", "one, edited", mtime: FileTime(seconds: 1_700_000_100))
+        let update = await run()
+        XCTAssertEqual(update.updated, 1)
+        XCTAssertEqual(FixtureTree.mtime(destination.path("d")), 1_600_000_000_000_000_000, "the folder's time is the source's again")
+        let next = await run()
+        XCTAssertEqual(next.result, .unchanged)
+    }
+
     func testTypeChangesBothWays() async throws {
         source.setFile("x", "a file")
         source.setFile("y/inner.txt", "in a folder")
@@ -204,6 +216,14 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertEqual(report.removed, 1)
         XCTAssertNil(report.trashFolder)
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination.path(".folio/trash")), [])
+    }
+
+    func testTrashOlderThanTrashDaysIsPurged() async throws {
+        source.setFile("a", "a")
+        FixtureTree.write(destination.path(".folio/trash/20200101-000000-old"), "x", "old removal")
+        FixtureTree.write(destination.path(".folio/trash/29990101-000000-new"), "y", "recent removal")
+        _ = await run()
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination.path(".folio/trash")), ["29990101-000000-new"])
     }
 
     func testDryRunChangesNothing() async throws {
