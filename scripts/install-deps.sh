@@ -22,3 +22,8 @@ fi
 for service in nginx apache2 ssh; do
   systemctl disable --now "$service" >/dev/null 2>&1 || true
 done
+# An unprivileged account for the SFTP tests' unreadable-folder case (root reads everything). '*' rather than
+# useradd's locked '!': sshd without PAM refuses locked accounts even for key log-ins.
+if [[ $(id -u) -eq 0 ]] && ! id -u folio-test >/dev/null 2>&1; then
+  useradd --system --no-create-home --shell /bin/sh --password '*' folio-test
+fi

@@ -1,4 +1,5 @@
 import FolioCore
+import FolioSFTP
 
 /// Builds the `Source` for a target from its `source` text. The only place that knows every transport.
 enum SourceFactory {
@@ -12,7 +13,10 @@ enum SourceFactory {
         switch location.kind {
         case .local(let path):
             return LocalSource(rootPath: path, symlinks: target.symlinks)
-        case .sftp, .http:
+        case .sftp:
+            return try SFTPSource(location: location, settings: target.sourceSettings, timeout: target.timeout,
+                                  transfers: target.transfers, symlinks: target.symlinks)
+        case .http:
             throw SourceError(.protocolViolation, "source \(location): this build of folio has no network sources")
         }
     }

@@ -1,0 +1,169 @@
+import FolioCore
+
+/// Turns what the server listed (by readdir or by find) into entries and issues, with one set of rules: names
+/// validated, excludes applied before descending, specials skipped, symlinks skipped or followed only inside
+/// the root (resolved with the server's realpath), loops detected.
+struct EntryClassifier: Sendable {
+    /// The source root's real path on the server.
+    let realRoot: [UInt8]
+    let options: ListingOptions
+
+    /// Lists one folder by SFTP readdir.
+    func list(_ job: FolderJob, _ session: SSHSession) throws(SourceError) -> FolderListing {
+        let items: [(name: [UInt8], attributes: RemoteAttributes)]
+        do {
+            items = try session.listFolder(job.remote)
+        } catch {
+            // The root itself failing is the run's error; a folder below it is an issue that blocks removals.
+            if error.isConnectionLoss || job.path.isRoot { throw session.sourceError(error, doing: "listing", remote: job.remote) }
+            return FolderListing(issues: [ListingIssue(path: job.path.description, kind: .unreadable(Self.reason(error)))])
+        }
+        var out = FolderListing()
+        for (name, attributes) in items {
+            let path: RelativePath
+            do { path = try job.path.appending(name: name) } catch {
+                out.issues.append(Self.nameIssue(parent: job.path, name: name, error))
+                continue
+            }
+            let remote = Self.joined(job.remote, name)
+            let mtime = attributes.mtime.map { FileTime(seconds: $0) } ?? .unknown
+            if try add(path, remote: remote, kind: attributes.kind, size: attributes.size ?? 0, mtime: mtime, precision: .second,
+                       containing: job, session, into: &out) {
+                out.folders.append(FolderJob(path: path, remote: remote, chain: job.chain))
+            }
+        }
+        return out
+    }
+
+    /// Classifies an exec listing; nil when a record's folder was never listed (the output cannot be trusted).
+    func classify(_ records: [ExecListing.Record], _ session: SSHSession) throws(SourceError) -> FolderListing? {
+        var out = FolderListing()
+        var folders: [[UInt8]: RelativePath] = [:]
+        var pruned = Set<[UInt8]>()
+        for record in records {
+            let slash = record.path.lastIndex(of: UInt8(ascii: "/"))
+            let parentRaw = slash.map { Array(record.path[..<$0]) } ?? []
+            let name = slash.map { record.path[($0 + 1)...] } ?? record.path
+            let isFolder = record.type == UInt8(ascii: "d")
+            let parent: RelativePath
+            if parentRaw.isEmpty {
+                parent = .root
+            } else if let known = folders[parentRaw] {
+                parent = known
+            } else if pruned.contains(parentRaw) {
+                if isFolder { pruned.insert(Array(record.path)) }
+                continue
+            } else {
+                return nil
+            }
+            let path: RelativePath
+            do { path = try parent.appending(name: name) } catch {
+                out.issues.append(Self.nameIssue(parent: parent, name: Array(name), error))
+                if isFolder { pruned.insert(Array(record.path)) }
+                continue
+            }
+            let kind: RemoteAttributes.Kind = switch record.type {
+            case UInt8(ascii: "f"): .file
+            case UInt8(ascii: "d"): .folder
+            case UInt8(ascii: "l"): .symlink
+            default: .special
+            }
+            let containing = FolderJob(path: parent, remote: parentRaw.isEmpty ? realRoot : Self.joined(realRoot, parentRaw), chain: [])
+            let descend = try add(path, remote: Self.joined(realRoot, record.path), kind: kind, size: isFolder ? 0 : record.size,
+                                  mtime: record.mtime, precision: .nanosecond, containing: containing, session, into: &out)
+            if descend { folders[Array(record.path)] = path } else if isFolder { pruned.insert(Array(record.path)) }
+        }
+        return out
+    }
+
+    /// Adds one listed item; returns true for a folder whose contents belong in the listing.
+    private func add(_ path: RelativePath, remote: @autoclosure () -> [UInt8], kind: RemoteAttributes.Kind, size: Int64, mtime: FileTime,
+                     precision: TimePrecision, containing: @autoclosure () -> FolderJob, _ session: SSHSession,
+                     into out: inout FolderListing) throws(SourceError) -> Bool {
+        switch kind {
+        case .file:
+            if !options.exclude.excludes(path, isFolder: false) {
+                out.entries.append(Entry(path: path, kind: .file, size: size, mtime: mtime, precision: precision))
+            }
+            return false
+        case .folder:
+            if options.exclude.excludes(path, isFolder: true) { return false }
+            out.entries.append(Entry(path: path, kind: .folder, mtime: mtime, precision: precision))
+            return true
+        case .symlink:
+            if options.symlinks == .follow {
+                try follow(path, remote: remote(), containing: containing(), session, into: &out)
+            } else if !options.exclude.excludes(path, isFolder: false) {
+                out.issues.append(ListingIssue(path: path.description, kind: .skipped("symbolic link (symlinks = \"skip\")")))
+            }
+            return false
+        case .special, .unknown:
+            if !options.exclude.excludes(path, isFolder: false) {
+                out.issues.append(ListingIssue(path: path.description, kind: .skipped("not a regular file, folder or link (FIFO, socket or device)")))
+            }
+            return false
+        }
+    }
+
+    /// Follows a symlink only when the server's realpath of it lies inside the root; a folder it leads to is
+    /// listed by readdir under the link's path, unless it contains the link (a loop).
+    private func follow(_ path: RelativePath, remote: [UInt8], containing job: FolderJob, _ session: SSHSession, into out: inout FolderListing) throws(SourceError) {
+        let outside = ListingIssue(path: path.description, kind: .skipped("symbolic link leads outside the source root or nowhere"))
+        let real: [UInt8]
+        let attributes: RemoteAttributes
+        do {
+            real = try session.realpath(remote)
+            guard Self.isWithin(real, realRoot) else {
+                out.issues.append(outside)
+                return
+            }
+            attributes = try session.stat(real, followLinks: false)
+        } catch {
+            if error.isConnectionLoss { throw session.sourceError(error, doing: "resolving the link", remote: remote) }
+            out.issues.append(outside)
+            return
+        }
+        let mtime = attributes.mtime.map { FileTime(seconds: $0) } ?? .unknown
+        switch attributes.kind {
+        case .file:
+            if !options.exclude.excludes(path, isFolder: false) {
+                out.entries.append(Entry(path: path, kind: .file, size: attributes.size ?? 0, mtime: mtime, precision: .second))
+            }
+        case .folder:
+            if options.exclude.excludes(path, isFolder: true) { return }
+            if Self.isWithin(job.remote, real) || job.chain.contains(where: { Self.isWithin($0, real) }) {
+                out.issues.append(ListingIssue(path: path.description, kind: .skipped("symbolic link loop")))
+                return
+            }
+            out.entries.append(Entry(path: path, kind: .folder, mtime: mtime, precision: .second))
+            out.folders.append(FolderJob(path: path, remote: real, chain: job.chain + [real]))
+        default:
+            out.issues.append(ListingIssue(path: path.description, kind: .skipped("not a regular file, folder or link (FIFO, socket or device)")))
+        }
+    }
+
+    /// Whether `path` is `folder` or lies below it (both real, absolute server paths).
+    static func isWithin<Path: Collection>(_ path: Path, _ folder: [UInt8]) -> Bool where Path.Element == UInt8 {
+        if folder == [UInt8(ascii: "/")] { return path.first == UInt8(ascii: "/") }
+        guard path.starts(with: folder) else { return false }
+        return path.count == folder.count || path.dropFirst(folder.count).first == UInt8(ascii: "/")
+    }
+
+    static func joined<Name: Collection>(_ folder: [UInt8], _ name: Name) -> [UInt8] where Name.Element == UInt8 {
+        var path = folder
+        if path.last != UInt8(ascii: "/") { path.append(UInt8(ascii: "/")) }
+        path.append(contentsOf: name)
+        return path
+    }
+
+    static func nameIssue(parent: RelativePath, name: [UInt8], _ error: NameError) -> ListingIssue {
+        let shown = parent.isRoot ? RelativePath.display(name) : "\(parent)/\(RelativePath.display(name))"
+        return ListingIssue(path: shown, kind: .skipped(error.problem.rawValue.replacingOccurrences(of: "is ", with: "name is ").replacingOccurrences(of: "contains", with: "name contains")))
+    }
+
+    static func reason(_ error: LibSSH2Error) -> String {
+        if error.isPermissionDenied { return "permission denied on the server" }
+        if error.isNoSuchFile { return "disappeared while listing" }
+        return error.description
+    }
+}

@@ -1,0 +1,117 @@
+import FolioCore
+import Foundation
+import Glibc
+
+/// Pinning a server's host key: what `folio trust sftp://host:port` shows and writes.
+///
+/// Folio never connects to a host whose key is not in known_hosts; this is the one way to add it, after a person
+/// compared the fingerprint (or said `--yes`).
+public enum HostKeyTrust {
+    /// A server's host key as people compare it and as known_hosts stores it.
+    public struct HostKey: Sendable, Equatable {
+        /// The SSH name of the key type, e.g. `ssh-ed25519`.
+        public var keyType: String
+        /// `SHA256:` and the unpadded base64 of the key's SHA-256, as `ssh-keygen -l` prints it.
+        public var fingerprint: String
+        /// The line to append to known_hosts: `host` (port 22) or `[host]:port`, the type and the base64 key.
+        public var knownHostsLine: String
+    }
+
+    /// The known_hosts file Folio uses when a target sets none: `~/.ssh/known_hosts` of the user running it.
+    public static var defaultKnownHostsPath: String { SFTPEndpoint.currentUser.home + "/.ssh/known_hosts" }
+
+    /// What a known_hosts file says about a server's current key.
+    public enum Standing: Sendable, Equatable {
+        /// The key is listed for this host and port.
+        case trusted
+        /// The host is not listed with a key of this type.
+        case unknown
+        /// The host is listed with a different key of this type: refuse, and do not add a second one.
+        case changed
+    }
+
+    /// Connects to `host:port` (key exchange only, no authentication) and returns the key it offers and what
+    /// `knownHostsPath` says about it. Blocks.
+    public static func fetch(host: String, port: Int, knownHostsPath: String, timeoutSeconds: Int = 30) throws -> (key: HostKey, standing: Standing) {
+        let display = "sftp://\(host):\(port)"
+        let (session, socket) = try SSHSession.handshake(host: host, port: port, timeoutSeconds: timeoutSeconds, display: display)
+        defer {
+            LibSSH2.free(session)
+            Glibc.close(socket)
+        }
+        let key = try describe(session, host: host, port: port)
+        let result: LibSSH2.KnownHostResult
+        do {
+            result = try LibSSH2.checkKnownHosts(session, lines: knownHostsLines(knownHostsPath), host: host, port: port, key: key.raw, keyType: key.rawType)
+        } catch {
+            throw SourceError(.localIO, "cannot check \(knownHostsPath)", underlying: error.description)
+        }
+        let standing: Standing = switch result {
+        case .match: .trusted
+        case .notFound: .unknown
+        case .mismatch: .changed
+        }
+        return (key.info, standing)
+    }
+
+    /// Appends the key's line to a known_hosts file, creating the file (0600) and its folder (0700) if needed.
+    public static func append(_ key: HostKey, to knownHostsPath: String) throws {
+        let folder = (knownHostsPath as NSString).deletingLastPathComponent
+        if !folder.isEmpty, !FileManager.default.fileExists(atPath: folder) {
+            do {
+                try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw SourceError(.localIO, "cannot create \(folder) for \(knownHostsPath): \(error.localizedDescription)")
+            }
+        }
+        let fd = open(knownHostsPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw SourceError(.localIO, "cannot open \(knownHostsPath) to add the host key: \(String(cString: strerror(errno)))", underlying: "errno \(errno)")
+        }
+        defer { close(fd) }
+        var text = key.knownHostsLine + "\n"
+        // Why: a file whose last line lacks a newline would otherwise get our entry glued onto it.
+        var size = stat()
+        if fstat(fd, &size) == 0, size.st_size > 0, let existing = FileManager.default.contents(atPath: knownHostsPath), existing.last != UInt8(ascii: "\n") {
+            text = "\n" + text
+        }
+        let written = text.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, $0.count - 1) }
+        guard written == text.utf8.count, fsync(fd) == 0 else {
+            throw SourceError(.localIO, "cannot write \(knownHostsPath): \(String(cString: strerror(errno)))", underlying: "errno \(errno)")
+        }
+    }
+
+    /// The key a session's server offered, with its raw bytes and libssh2 type for checking.
+    static func describe(_ session: OpaquePointer, host: String, port: Int) throws(SourceError) -> (info: HostKey, raw: [UInt8], rawType: Int32) {
+        let display = "sftp://\(host):\(port)"
+        let key: (key: [UInt8], type: Int32)
+        let hash: [UInt8]
+        do {
+            key = try LibSSH2.hostKey(session)
+            hash = try LibSSH2.hostKeySHA256(session)
+        } catch {
+            throw SourceError(.protocolViolation, "\(display) sent no usable host key", underlying: error.description)
+        }
+        let typeName = sshName(ofKey: key.key) ?? "unknown"
+        var fingerprint = Data(hash).base64EncodedString()
+        while fingerprint.hasSuffix("=") { fingerprint.removeLast() }
+        let hostField = port == 22 ? host : "[\(host)]:\(port)"
+        let line = "\(hostField) \(typeName) \(Data(key.key).base64EncodedString())"
+        return (HostKey(keyType: typeName, fingerprint: "SHA256:" + fingerprint, knownHostsLine: line), key.key, key.type)
+    }
+
+    /// The key type is the first string of the SSH wire-format key.
+    private static func sshName(ofKey key: [UInt8]) -> String? {
+        guard key.count >= 4 else { return nil }
+        let length = Int(key[0]) << 24 | Int(key[1]) << 16 | Int(key[2]) << 8 | Int(key[3])
+        guard length > 0, length < 64, key.count >= 4 + length else { return nil }
+        return String(decoding: key[4..<(4 + length)], as: UTF8.self)
+    }
+
+    /// A known_hosts file's lines; a missing file has none (every host is then unknown).
+    static func knownHostsLines(_ path: String) -> [String] {
+        guard let data = FileManager.default.contents(atPath: path) else { return [] }
+        return String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).map(String.init)
+            .filter { !$0.hasPrefix("#") && !$0.trimmingCharacters(in: .whitespaces).isEmpty }
+    }
+}

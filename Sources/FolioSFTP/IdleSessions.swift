@@ -1,0 +1,46 @@
+import FolioCore
+import Synchronization
+
+/// Listing sessions kept open after a snapshot for the first download workers, so they skip a handshake.
+///
+/// A session here belongs to no queue: the pool hands each one to exactly one worker, which then uses it on
+/// its own thread only. Sessions idle longer than `maximumIdle` are closed instead of handed out.
+final class IdleSessions: Sendable {
+    /// Why @unchecked Sendable: the box moves a session between owners; it is never used while inside the pool.
+    private struct Parked: @unchecked Sendable {
+        let session: SSHSession
+        let since: ContinuousClock.Instant
+    }
+
+    static let maximumIdle = Duration.seconds(20)
+    private let capacity: Int
+    private let parked = Mutex<[Parked]>([])
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    /// Parks a healthy session; closes it when the pool is full.
+    func put(_ session: SSHSession) {
+        let kept = parked.withLock { list -> Bool in
+            guard list.count < capacity else { return false }
+            list.append(Parked(session: session, since: .now))
+            return true
+        }
+        if !kept { session.close() }
+    }
+
+    /// A parked session that still answers (one SFTP round trip), or nil; stale ones are closed.
+    func take() -> SSHSession? {
+        while let candidate = parked.withLock({ $0.popLast() }) {
+            let session = candidate.session
+            if ContinuousClock.now - candidate.since < Self.maximumIdle, (try? session.realpath(session.endpoint.remotePath(.root))) != nil {
+                return session
+            }
+            session.close()
+        }
+        return nil
+    }
+
+    deinit {
+        for entry in parked.withLock({ $0 }) { entry.session.close() }
+    }
+}

@@ -1,0 +1,251 @@
+import CLibSSH2
+import Glibc
+
+/// Every libssh2 call Folio makes goes through here; each one turns a return code and
+/// `libssh2_session_last_error` into a `LibSSH2Error`.
+///
+/// The handles are plain `OpaquePointer`s; their owners (`SSHSession`, `SFTPFile`) guarantee that one handle is
+/// only ever used from one serial queue at a time, as libssh2 requires.
+enum LibSSH2 {
+    /// Why a static let: Swift runs it exactly once, thread-safely, the first time any source is created, which is
+    /// before any worker opens a session (libssh2_init is not thread-safe).
+    private static let initResult: Int32 = libssh2_init(0)
+
+    static func initialize() throws(LibSSH2Error) {
+        guard initResult == 0 else { throw LibSSH2Error(code: initResult, message: "libssh2_init failed") }
+    }
+
+    static func lastError(_ session: OpaquePointer, sftp: OpaquePointer? = nil) -> LibSSH2Error {
+        var text: UnsafeMutablePointer<CChar>?
+        var length: Int32 = 0
+        let code = libssh2_session_last_error(session, &text, &length, 0)
+        let message = text.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: Int(length)), as: UTF8.self) } ?? ""
+        var status: UInt?
+        if code == LIBSSH2_ERROR_SFTP_PROTOCOL, let sftp { status = libssh2_sftp_last_error(sftp) }
+        return LibSSH2Error(code: code == 0 ? LIBSSH2_ERROR_SOCKET_NONE : code, message: message, sftpStatus: status)
+    }
+
+    private static func check(_ result: Int32, _ session: OpaquePointer, sftp: OpaquePointer? = nil) throws(LibSSH2Error) {
+        if result < 0 { throw lastError(session, sftp: sftp) }
+    }
+
+    // MARK: Session
+
+    static func makeSession(timeoutMilliseconds: Int) throws(LibSSH2Error) -> OpaquePointer {
+        guard let session = folio_ssh2_session_init(nil) else { throw LibSSH2Error(code: LIBSSH2_ERROR_ALLOC, message: "libssh2_session_init failed") }
+        libssh2_session_set_blocking(session, 1)
+        // Why: blocking libssh2 calls otherwise wait forever on a silent server.
+        libssh2_session_set_timeout(session, timeoutMilliseconds)
+        return session
+    }
+
+    /// Key exchange, then keepalives. Why after: libssh2 1.10 fails the key exchange ("Unable to exchange
+    /// encryption keys") when keepalives are configured before it.
+    static func handshake(_ session: OpaquePointer, socket: Int32, keepaliveSeconds: Int) throws(LibSSH2Error) {
+        try check(libssh2_session_handshake(session, socket), session)
+        libssh2_keepalive_config(session, 1, UInt32(keepaliveSeconds))
+    }
+
+    /// The server's host key (raw SSH wire format) and its `LIBSSH2_HOSTKEY_TYPE_*`.
+    static func hostKey(_ session: OpaquePointer) throws(LibSSH2Error) -> (key: [UInt8], type: Int32) {
+        var length = 0
+        var type: Int32 = 0
+        guard let key = libssh2_session_hostkey(session, &length, &type) else { throw lastError(session) }
+        return (Array(UnsafeRawBufferPointer(start: key, count: length)), type)
+    }
+
+    static func hostKeySHA256(_ session: OpaquePointer) throws(LibSSH2Error) -> [UInt8] {
+        guard let hash = libssh2_hostkey_hash(session, LIBSSH2_HOSTKEY_HASH_SHA256) else { throw lastError(session) }
+        return Array(UnsafeRawBufferPointer(start: hash, count: 32))
+    }
+
+    enum KnownHostResult { case match, mismatch, notFound }
+
+    /// Checks a host key against known_hosts lines (hashed and `[host]:port` entries included). Lines libssh2
+    /// cannot parse (certificate authorities, security-key types) are ignored one by one, as OpenSSH does.
+    static func checkKnownHosts(_ session: OpaquePointer, lines: [String], host: String, port: Int, key: [UInt8], keyType: Int32) throws(LibSSH2Error) -> KnownHostResult {
+        guard let hosts = libssh2_knownhost_init(session) else { throw lastError(session) }
+        defer { libssh2_knownhost_free(hosts) }
+        for line in lines {
+            var bytes = Array(line.utf8)
+            bytes.append(UInt8(ascii: "\n"))
+            _ = bytes.withUnsafeBufferPointer {
+                $0.withMemoryRebound(to: CChar.self) { libssh2_knownhost_readline(hosts, $0.baseAddress, $0.count, LIBSSH2_KNOWNHOST_FILE_OPENSSH) }
+            }
+        }
+        let typeBit: Int32 = switch keyType {
+        case LIBSSH2_HOSTKEY_TYPE_RSA: LIBSSH2_KNOWNHOST_KEY_SSHRSA
+        case LIBSSH2_HOSTKEY_TYPE_DSS: LIBSSH2_KNOWNHOST_KEY_SSHDSS
+        case LIBSSH2_HOSTKEY_TYPE_ECDSA_256: LIBSSH2_KNOWNHOST_KEY_ECDSA_256
+        case LIBSSH2_HOSTKEY_TYPE_ECDSA_384: LIBSSH2_KNOWNHOST_KEY_ECDSA_384
+        case LIBSSH2_HOSTKEY_TYPE_ECDSA_521: LIBSSH2_KNOWNHOST_KEY_ECDSA_521
+        case LIBSSH2_HOSTKEY_TYPE_ED25519: LIBSSH2_KNOWNHOST_KEY_ED25519
+        default: LIBSSH2_KNOWNHOST_KEY_UNKNOWN
+        }
+        let result = key.withUnsafeBufferPointer { keyBytes in
+            keyBytes.withMemoryRebound(to: CChar.self) {
+                libssh2_knownhost_checkp(hosts, host, Int32(port), $0.baseAddress, $0.count,
+                                         LIBSSH2_KNOWNHOST_TYPE_PLAIN | LIBSSH2_KNOWNHOST_KEYENC_RAW | typeBit, nil)
+            }
+        }
+        switch result {
+        case LIBSSH2_KNOWNHOST_CHECK_MATCH: return .match
+        case LIBSSH2_KNOWNHOST_CHECK_MISMATCH: return .mismatch
+        case LIBSSH2_KNOWNHOST_CHECK_NOTFOUND: return .notFound
+        default: throw lastError(session)
+        }
+    }
+
+    /// The authentication methods the server offers to `user` (nil once already authenticated).
+    static func authenticationMethods(_ session: OpaquePointer, user: String) -> [String] {
+        guard let list = libssh2_userauth_list(session, user, UInt32(user.utf8.count)) else { return [] }
+        return String(cString: list).split(separator: ",").map(String.init)
+    }
+
+    static func authenticateWithKeyFile(_ session: OpaquePointer, user: String, keyPath: String, passphrase: String?) throws(LibSSH2Error) {
+        try check(folio_ssh2_userauth_publickey_fromfile(session, user, UInt32(user.utf8.count), keyPath, passphrase), session)
+    }
+
+    static func authenticateWithPassword(_ session: OpaquePointer, user: String, password: String) throws(LibSSH2Error) {
+        try check(folio_ssh2_userauth_password(session, user, UInt32(user.utf8.count), password, UInt32(password.utf8.count)), session)
+    }
+
+    /// Tries each identity ssh-agent holds; returns whether one was accepted.
+    static func authenticateWithAgent(_ session: OpaquePointer, user: String) throws(LibSSH2Error) -> Bool {
+        guard let agent = libssh2_agent_init(session) else { throw lastError(session) }
+        defer { libssh2_agent_free(agent) }
+        try check(libssh2_agent_connect(agent), session)
+        defer { libssh2_agent_disconnect(agent) }
+        try check(libssh2_agent_list_identities(agent), session)
+        var previous: UnsafeMutablePointer<libssh2_agent_publickey>?
+        while true {
+            var identity: UnsafeMutablePointer<libssh2_agent_publickey>?
+            let result = libssh2_agent_get_identity(agent, &identity, previous)
+            if result == 1 { return false }
+            try check(result, session)
+            if libssh2_agent_userauth(agent, user, identity) == 0 { return true }
+            previous = identity
+        }
+    }
+
+    static func isAuthenticated(_ session: OpaquePointer) -> Bool { libssh2_userauth_authenticated(session) != 0 }
+
+    static func sendKeepalive(_ session: OpaquePointer) throws(LibSSH2Error) {
+        var next: Int32 = 0
+        try check(libssh2_keepalive_send(session, &next), session)
+    }
+
+    /// Says goodbye and frees the session; errors are moot at this point (the peer may be gone).
+    static func free(_ session: OpaquePointer) {
+        _ = folio_ssh2_session_disconnect(session, "done")
+        libssh2_session_free(session)
+    }
+
+    // MARK: Exec
+
+    /// Runs a command, sends EOF to its stdin and returns its stdout (capped at `limit` bytes) and exit status.
+    /// stderr is discarded by libssh2, so a chatty command cannot stall the channel.
+    static func exec(_ session: OpaquePointer, command: String, limit: Int) throws(LibSSH2Error) -> (output: [UInt8], status: Int32, complete: Bool) {
+        guard let channel = folio_ssh2_channel_open_session(session) else { throw lastError(session) }
+        defer { libssh2_channel_free(channel) }
+        try check(libssh2_channel_handle_extended_data2(channel, LIBSSH2_CHANNEL_EXTENDED_DATA_IGNORE), session)
+        try check(folio_ssh2_channel_exec(channel, command, UInt32(command.utf8.count)), session)
+        // Why EOF first: under `ForceCommand internal-sftp` the "command" is an SFTP server waiting on stdin.
+        try check(libssh2_channel_send_eof(channel), session)
+        var output: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 256 << 10)
+        var complete = true
+        while true {
+            let count = buffer.withUnsafeMutableBufferPointer {
+                $0.withMemoryRebound(to: CChar.self) { folio_ssh2_channel_read(channel, $0.baseAddress, $0.count) }
+            }
+            if count < 0 { throw lastError(session) }
+            if count == 0 { break }
+            output.append(contentsOf: buffer[0..<count])
+            if output.count > limit {
+                complete = false
+                break
+            }
+        }
+        _ = libssh2_channel_close(channel)
+        if complete { _ = libssh2_channel_wait_closed(channel) }
+        return (output, libssh2_channel_get_exit_status(channel), complete)
+    }
+
+    // MARK: SFTP
+
+    static func sftpInit(_ session: OpaquePointer) throws(LibSSH2Error) -> OpaquePointer {
+        guard let sftp = libssh2_sftp_init(session) else { throw lastError(session) }
+        return sftp
+    }
+
+    static func sftpShutdown(_ sftp: OpaquePointer) { _ = libssh2_sftp_shutdown(sftp) }
+
+    private static func withPath<R>(_ path: [UInt8], _ body: (UnsafePointer<CChar>, UInt32) -> R) -> R {
+        path.withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { body($0.baseAddress!, UInt32($0.count)) }
+        }
+    }
+
+    static func realpath(_ session: OpaquePointer, _ sftp: OpaquePointer, _ path: [UInt8]) throws(LibSSH2Error) -> [UInt8] {
+        var target = [CChar](repeating: 0, count: 8192)
+        let length = withPath(path) { pointer, count in
+            target.withUnsafeMutableBufferPointer { folio_ssh2_sftp_realpath(sftp, pointer, count, $0.baseAddress, UInt32($0.count)) }
+        }
+        try check(length, session, sftp: sftp)
+        return target[0..<Int(length)].map { UInt8(bitPattern: $0) }
+    }
+
+    static func stat(_ session: OpaquePointer, _ sftp: OpaquePointer, _ path: [UInt8], followLinks: Bool) throws(LibSSH2Error) -> RemoteAttributes {
+        var attributes = LIBSSH2_SFTP_ATTRIBUTES()
+        let result = withPath(path) { folio_ssh2_sftp_stat(sftp, $0, $1, followLinks ? 1 : 0, &attributes) }
+        try check(result, session, sftp: sftp)
+        return RemoteAttributes(attributes)
+    }
+
+    static func openFile(_ session: OpaquePointer, _ sftp: OpaquePointer, _ path: [UInt8]) throws(LibSSH2Error) -> OpaquePointer {
+        guard let handle = withPath(path, { folio_ssh2_sftp_open(sftp, $0, $1) }) else { throw lastError(session, sftp: sftp) }
+        return handle
+    }
+
+    static func openFolder(_ session: OpaquePointer, _ sftp: OpaquePointer, _ path: [UInt8]) throws(LibSSH2Error) -> OpaquePointer {
+        guard let handle = withPath(path, { folio_ssh2_sftp_opendir(sftp, $0, $1) }) else { throw lastError(session, sftp: sftp) }
+        return handle
+    }
+
+    /// The next name in a folder with its attributes (as lstat sees them), or nil at the end.
+    static func readFolder(_ session: OpaquePointer, _ sftp: OpaquePointer, _ handle: OpaquePointer, buffer: inout [CChar]) throws(LibSSH2Error) -> (name: [UInt8], attributes: RemoteAttributes)? {
+        var attributes = LIBSSH2_SFTP_ATTRIBUTES()
+        let length = buffer.withUnsafeMutableBufferPointer { folio_ssh2_sftp_readdir(handle, $0.baseAddress, $0.count, &attributes) }
+        try check(length, session, sftp: sftp)
+        if length == 0 { return nil }
+        return (buffer[0..<Int(length)].map { UInt8(bitPattern: $0) }, RemoteAttributes(attributes))
+    }
+
+    static func seek(_ handle: OpaquePointer, to offset: Int64) { libssh2_sftp_seek64(handle, UInt64(offset)) }
+
+    /// Reads up to `count` bytes; 0 at end of file. libssh2 keeps up to four times `count` requested ahead.
+    static func read(_ session: OpaquePointer, _ sftp: OpaquePointer, _ handle: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer, count: Int) throws(LibSSH2Error) -> Int {
+        let result = libssh2_sftp_read(handle, buffer.baseAddress!.assumingMemoryBound(to: CChar.self), min(count, buffer.count))
+        if result < 0 { throw lastError(session, sftp: sftp) }
+        return result
+    }
+
+    static func fstat(_ session: OpaquePointer, _ sftp: OpaquePointer, _ handle: OpaquePointer) throws(LibSSH2Error) -> RemoteAttributes {
+        var attributes = LIBSSH2_SFTP_ATTRIBUTES()
+        try check(folio_ssh2_sftp_fstat(handle, &attributes), session, sftp: sftp)
+        return RemoteAttributes(attributes)
+    }
+
+    static func close(_ handle: OpaquePointer) { _ = folio_ssh2_sftp_close(handle) }
+}
+
+extension RemoteAttributes {
+    init(_ attributes: LIBSSH2_SFTP_ATTRIBUTES) {
+        let flags = attributes.flags
+        self.init(
+            mode: flags & UInt(LIBSSH2_SFTP_ATTR_PERMISSIONS) != 0 ? UInt32(truncatingIfNeeded: attributes.permissions) : nil,
+            size: flags & UInt(LIBSSH2_SFTP_ATTR_SIZE) != 0 ? Int64(bitPattern: attributes.filesize) : nil,
+            mtime: flags & UInt(LIBSSH2_SFTP_ATTR_ACMODTIME) != 0 ? Int64(attributes.mtime) : nil)
+    }
+}

@@ -1,0 +1,46 @@
+import FolioCore
+import Glibc
+
+/// Everything needed to open a session to one server as one user, with the root folder; secrets stay in files
+/// until a session reads them.
+struct SFTPEndpoint: Sendable {
+    var host: String
+    var port: Int
+    var user: String
+    /// The source root as the user wrote it (percent-decoded), absolute on the server.
+    var rootPath: String
+    var identity: String?
+    var passphraseFile: String?
+    var passwordFile: String?
+    var knownHostsPath: String
+    var timeoutSeconds: Int
+
+    /// `sftp://host:port`, the form `folio trust` takes.
+    var hostURL: String { "sftp://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
+
+    /// `sftp://user@host:port/path` for messages; never holds a secret.
+    func url(_ remotePath: [UInt8]? = nil) -> String {
+        let path = remotePath.map { RelativePath.display($0) } ?? rootPath
+        return "sftp://\(user)@\(host.contains(":") ? "[\(host)]" : host):\(port)\(path.hasPrefix("/") ? "" : "/")\(path)"
+    }
+
+    /// The remote path of an entry below the root.
+    func remotePath(_ path: RelativePath) -> [UInt8] {
+        var bytes = Array(rootPath.utf8)
+        if path.isRoot { return bytes }
+        if bytes.last != UInt8(ascii: "/") { bytes.append(UInt8(ascii: "/")) }
+        bytes.append(contentsOf: path.bytes)
+        return bytes
+    }
+
+    /// The user running Folio and their home folder, from the password database (not `$HOME`, as ssh does).
+    static var currentUser: (name: String, home: String) {
+        guard let entry = getpwuid(geteuid()) else { return ("root", "/root") }
+        return (String(cString: entry.pointee.pw_name), String(cString: entry.pointee.pw_dir))
+    }
+
+    /// Expands a leading `~/` to the current user's home folder.
+    static func expandingHome(_ path: String) -> String {
+        path.hasPrefix("~/") ? currentUser.home + String(path.dropFirst(1)) : path
+    }
+}

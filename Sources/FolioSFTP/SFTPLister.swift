@@ -1,0 +1,124 @@
+import FolioCore
+import Synchronization
+
+/// Lists a source tree: one `find` over exec when the server allows it, else SFTP readdir with many folders in
+/// flight across a few sessions. Both paths classify entries with the same code, so they list the same tree.
+struct SFTPLister: Sendable {
+    /// Which listing path to use; `automatic` is the product's, the others let tests pin one path.
+    enum Method: Sendable { case automatic, execOnly, readdirOnly }
+
+    let endpoint: SFTPEndpoint
+    let options: ListingOptions
+    let method: Method
+    /// Where the listing sessions go once the listing succeeded, for the first download workers.
+    let idle: IdleSessions
+
+    /// The most bytes an exec listing may produce (about five million entries) before Folio gives up on it.
+    static let execOutputLimit = 512 << 20
+
+    func snapshot() async throws -> Snapshot {
+        var workers = [SessionWorker(endpoint: endpoint, label: "list0")]
+        do {
+            let snapshot = try await list(with: &workers)
+            for worker in workers { await worker.park(in: idle) }
+            return snapshot
+        } catch {
+            workers.forEach { $0.close() }
+            throw error
+        }
+    }
+
+    /// Lists the tree, adding sessions to `workers` as the readdir levels widen.
+    private func list(with workers: inout [SessionWorker]) async throws -> Snapshot {
+        let sessions = max(1, min(options.parallelism, HandshakeGate.limit))
+        let endpoint = self.endpoint
+        let realRoot = try await workers[0].run { session in try Self.resolveRoot(session, endpoint) }
+        let classifier = EntryClassifier(realRoot: realRoot, options: options)
+
+        var listing = FolderListing()
+        var pending: [FolderJob]
+        if method != .readdirOnly, let fast = try await workers[0].run({ session in try Self.execListing(session, classifier) }) {
+            listing = fast
+            pending = fast.folders
+        } else if method == .execOnly {
+            throw SourceError(.protocolViolation, "\(endpoint.url()): the server does not allow listing with exec and GNU find")
+        } else {
+            pending = [FolderJob(path: .root, remote: realRoot, chain: [])]
+        }
+        // Readdir, breadth first: each level's folders are shared among the sessions through one counter.
+        while !pending.isEmpty {
+            while workers.count < min(sessions, pending.count) {
+                workers.append(SessionWorker(endpoint: endpoint, label: "list\(workers.count)"))
+            }
+            let queue = JobQueue(pending)
+            let level = try await withThrowingTaskGroup(of: FolderListing.self) { group in
+                for worker in workers.prefix(pending.count) {
+                    group.addTask {
+                        try await worker.run { session in
+                            var found = FolderListing()
+                            while let job = queue.next() { found.merge(try classifier.list(job, session)) }
+                            return found
+                        }
+                    }
+                }
+                var merged = FolderListing()
+                for try await found in group { merged.merge(found) }
+                return merged
+            }
+            listing.entries.append(contentsOf: level.entries)
+            listing.issues.append(contentsOf: level.issues)
+            pending = level.folders
+        }
+        var builder = SnapshotBuilder(reservingCapacity: listing.entries.count)
+        for entry in listing.entries { builder.append(entry) }
+        builder.note(contentsOf: listing.issues)
+        return builder.finish()
+    }
+
+    /// The root's real path; a missing root or one that is not a folder is an error, never an empty tree.
+    static func resolveRoot(_ session: SSHSession, _ endpoint: SFTPEndpoint) throws(SourceError) -> [UInt8] {
+        let root = endpoint.remotePath(.root)
+        let real: [UInt8]
+        let attributes: RemoteAttributes
+        do {
+            real = try session.realpath(root)
+            attributes = try session.stat(real, followLinks: true)
+        } catch {
+            throw session.sourceError(error, doing: "opening", remote: root)
+        }
+        guard attributes.kind == .folder else {
+            throw SourceError(.notFound, "\(endpoint.url()) is not a folder on the server; give the folder to mirror")
+        }
+        return real
+    }
+
+    /// The exec fast path; nil when exec is refused, find is missing or not GNU, or the output is incomplete.
+    static func execListing(_ session: SSHSession, _ classifier: EntryClassifier) throws(SourceError) -> FolderListing? {
+        let result: (output: [UInt8], status: Int32, complete: Bool)
+        do {
+            result = try session.exec(ExecListing.command(root: classifier.realRoot), limit: execOutputLimit)
+        } catch {
+            if error.isConnectionLoss { throw session.sourceError(error, doing: "listing", remote: classifier.realRoot) }
+            return nil
+        }
+        guard result.complete, result.status == 0, let records = ExecListing.parse(result.output) else { return nil }
+        return try classifier.classify(records, session)
+    }
+}
+
+/// The folders of one breadth-first level, handed out one at a time to whichever session is free.
+final class JobQueue: Sendable {
+    private let jobs: [FolderJob]
+    // Why a Mutex: several session queues take jobs at once.
+    private let nextIndex = Mutex(0)
+
+    init(_ jobs: [FolderJob]) { self.jobs = jobs }
+
+    func next() -> FolderJob? {
+        let index = nextIndex.withLock { value in
+            defer { value += 1 }
+            return value
+        }
+        return index < jobs.count ? jobs[index] : nil
+    }
+}

@@ -1,0 +1,51 @@
+import FolioCore
+
+/// An SFTP server as a source: `sftp://[user@]host[:port]/path`, over libssh2.
+///
+/// The host key is checked strictly against known_hosts; log-in uses the `identity` key file, ssh-agent or a
+/// `password-file`. Listing uses one `find` over exec when the server allows it, else SFTP readdir across a
+/// few sessions; each download worker gets its own session.
+public struct SFTPSource: Source {
+    let endpoint: SFTPEndpoint
+    /// Sessions left open by the last listing, up to `transfers`, for the first download workers.
+    private let idle: IdleSessions
+    /// Which listing path to take; tests pin one to compare them.
+    var listingMethod: SFTPLister.Method = .automatic
+    private let location: SourceLocation
+
+    /// Builds the source without touching the network. `timeout` (seconds) bounds connecting and every
+    /// operation. `transfers` (the engine's download workers, each opening a connection) bounds how many listing
+    /// sessions are kept open for them. `symlinks` is accepted for symmetry with the other sources: listing
+    /// follows `ListingOptions.symlinks`, which the engine sets from the same target setting.
+    public init(location: SourceLocation, settings: SourceSettings, timeout: Int, transfers: Int, symlinks: ListingOptions.SymlinkPolicy) throws {
+        guard case let .sftp(user, host, port, path) = location.kind else {
+            throw SourceError(.protocolViolation, "\(location) is not an sftp:// URL")
+        }
+        do { try LibSSH2.initialize() } catch { throw SourceError(.localIO, "cannot initialise libssh2", underlying: error.description) }
+        var root = path.isEmpty ? "/" : path
+        while root.count > 1, root.hasSuffix("/") { root.removeLast() }
+        endpoint = SFTPEndpoint(
+            host: host, port: port, user: user ?? SFTPEndpoint.currentUser.name, rootPath: root,
+            identity: settings.identity.map(SFTPEndpoint.expandingHome),
+            passphraseFile: settings.passphraseFile, passwordFile: settings.passwordFile,
+            knownHostsPath: settings.knownHosts.map(SFTPEndpoint.expandingHome) ?? HostKeyTrust.defaultKnownHostsPath,
+            timeoutSeconds: max(1, timeout))
+        self.location = location
+        idle = IdleSessions(capacity: max(0, transfers))
+    }
+
+    public var displayName: String { location.description }
+
+    /// SFTP version 3 reports whole seconds; the exec listing adds nanoseconds where the server has them.
+    public var features: SourceFeatures { SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true) }
+
+    public func snapshot(options: ListingOptions) async throws -> Snapshot {
+        try await SFTPLister(endpoint: endpoint, options: options, method: listingMethod, idle: idle).snapshot()
+    }
+
+    /// Gives one download worker a session, on its thread: one the listing left open if it still answers,
+    /// else a new one (handshakes are bounded process-wide).
+    public func makeConnection() throws -> any SourceConnection {
+        SFTPConnection(session: try idle.take() ?? SSHSession.open(endpoint))
+    }
+}

@@ -1,0 +1,88 @@
+import FolioCore
+import Foundation
+
+/// Logs a session in as the endpoint's user: the `identity` key file, else ssh-agent and the default key files,
+/// then `password-file` if the server takes passwords. Secrets are read from files just before use and never
+/// appear in a message.
+struct SSHAuthenticator {
+    let session: OpaquePointer
+    let endpoint: SFTPEndpoint
+
+    func authenticate() throws(SourceError) {
+        let user = endpoint.user
+        let methods = LibSSH2.authenticationMethods(session, user: user)
+        if LibSSH2.isAuthenticated(session) { return }
+        var tried: [String] = []
+        var rsaKey: String?
+        if methods.contains("publickey") {
+            for keyPath in keyFiles() {
+                guard FileManager.default.isReadableFile(atPath: keyPath) else {
+                    throw SourceError(.authentication, "identity \(keyPath) for \(endpoint.hostURL) does not exist or is not readable by this user; check the identity setting",
+                                      isRetryable: false)
+                }
+                tried.append("key \(keyPath)")
+                if Self.isRSAKey(keyPath) { rsaKey = keyPath }
+                let passphrase = try endpoint.passphraseFile.map { path throws(SourceError) in try readSecret(path, what: "passphrase-file") }
+                do {
+                    try LibSSH2.authenticateWithKeyFile(session, user: user, keyPath: keyPath, passphrase: passphrase)
+                    return
+                } catch where error.code == -16 || error.code == -48 {
+                    throw SourceError(.authentication, "cannot use identity \(keyPath) for \(endpoint.hostURL): not a private key libssh2 can read, or its passphrase (passphrase-file) is wrong",
+                                      underlying: error.description)
+                } catch where error.isConnectionLoss {
+                    throw SourceError(.unreachable, "lost the connection to \(endpoint.hostURL) while logging in", underlying: error.description)
+                } catch {
+                    continue
+                }
+            }
+            if endpoint.identity == nil, let socket = ProcessInfo.processInfo.environment["SSH_AUTH_SOCK"], !socket.isEmpty {
+                tried.append("ssh-agent")
+                if (try? LibSSH2.authenticateWithAgent(session, user: user)) == true { return }
+            }
+        }
+        if methods.contains("password"), let passwordFile = endpoint.passwordFile {
+            tried.append("password-file")
+            let password = try readSecret(passwordFile, what: "password-file")
+            do {
+                try LibSSH2.authenticateWithPassword(session, user: user, password: password)
+                return
+            } catch where error.isConnectionLoss {
+                throw SourceError(.unreachable, "lost the connection to \(endpoint.hostURL) while logging in", underlying: error.description)
+            } catch {
+                // Refused: fall through to the one-line authentication error below.
+            }
+        }
+        if let rsaKey {
+            throw SourceError(.authentication, "\(endpoint.hostURL) refused \(user)'s RSA key \(rsaKey): libssh2 1.10 signs RSA keys with SHA-1 (ssh-rsa), which OpenSSH 8.8 and later refuse; use an ed25519 or ECDSA key (ssh-keygen -t ed25519) and add its .pub to the server's authorized_keys",
+                              isRetryable: false)
+        }
+        let what = tried.isEmpty ? "no key or password was configured" : "tried \(tried.joined(separator: ", "))"
+        throw SourceError(.authentication, "\(endpoint.hostURL) refused to log in \(user) (\(what); server offers \(methods.joined(separator: ","))); add the public key to ~\(user)/.ssh/authorized_keys on the server or set identity / password-file",
+                          underlying: "libssh2 -18 (LIBSSH2_ERROR_AUTHENTICATION_FAILED)", isRetryable: false)
+    }
+
+    /// The configured identity, or ssh's default ed25519 and ECDSA key files that exist.
+    private func keyFiles() -> [String] {
+        if let identity = endpoint.identity { return [identity] }
+        let home = SFTPEndpoint.currentUser.home
+        return ["id_ed25519", "id_ecdsa"].map { "\(home)/.ssh/\($0)" }.filter { FileManager.default.isReadableFile(atPath: $0) }
+    }
+
+    private func readSecret(_ path: String, what: String) throws(SourceError) -> String {
+        do { return try SecretFile.read(path, what: what) } catch let error as SourceError { throw error } catch {
+            throw SourceError(.authentication, "cannot read \(what) \(path)")
+        }
+    }
+
+    /// Whether a private key file holds an RSA key (PEM `RSA PRIVATE KEY` or an OpenSSH key of type `ssh-rsa`).
+    static func isRSAKey(_ path: String) -> Bool {
+        guard let data = FileManager.default.contents(atPath: path) else { return false }
+        let text = String(decoding: data, as: UTF8.self)
+        if text.contains("BEGIN RSA PRIVATE KEY") { return true }
+        guard text.contains("BEGIN OPENSSH PRIVATE KEY") else { return false }
+        let body = text.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+        guard let decoded = Data(base64Encoded: body) else { return false }
+        let rsaName: [UInt8] = [0, 0, 0, 7] + Array("ssh-rsa".utf8)
+        return Array(decoded.prefix(200)).firstRange(of: rsaName) != nil
+    }
+}

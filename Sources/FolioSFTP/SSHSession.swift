@@ -1,0 +1,164 @@
+import FolioCore
+import Foundation
+import Glibc
+
+/// One authenticated SSH connection with its SFTP channel.
+///
+/// Not Sendable: libssh2 handles must be used by one thread at a time, so a session is created, used and closed
+/// on one serial queue (a `SessionWorker`'s or a download worker's).
+final class SSHSession {
+    let endpoint: SFTPEndpoint
+    private let session: OpaquePointer
+    private let socket: Int32
+    private let sftp: OpaquePointer
+    private var isClosed = false
+
+    private init(endpoint: SFTPEndpoint, session: OpaquePointer, socket: Int32, sftp: OpaquePointer) {
+        self.endpoint = endpoint
+        self.session = session
+        self.socket = socket
+        self.sftp = sftp
+    }
+
+    /// Connects, checks the host key against known_hosts, authenticates and starts SFTP. Blocks.
+    static func open(_ endpoint: SFTPEndpoint) throws(SourceError) -> SSHSession {
+        try HandshakeGate.withSlot { () throws(SourceError) -> SSHSession in
+            let (session, socket) = try handshake(host: endpoint.host, port: endpoint.port, timeoutSeconds: endpoint.timeoutSeconds, display: endpoint.url())
+            do throws(SourceError) {
+                try verifyHostKey(session, endpoint)
+                try SSHAuthenticator(session: session, endpoint: endpoint).authenticate()
+                let sftp: OpaquePointer
+                do throws(LibSSH2Error) { sftp = try LibSSH2.sftpInit(session) } catch {
+                    throw SourceError(.protocolViolation, "\(endpoint.url()): the server offers no SFTP subsystem; enable \"Subsystem sftp internal-sftp\" in its sshd_config",
+                                      underlying: error.description)
+                }
+                return SSHSession(endpoint: endpoint, session: session, socket: socket, sftp: sftp)
+            } catch {
+                LibSSH2.free(session)
+                Glibc.close(socket)
+                throw error
+            }
+        }
+    }
+
+    /// TCP connect and SSH key exchange; the caller owns (and must free) the returned session and socket.
+    static func handshake(host: String, port: Int, timeoutSeconds: Int, display: String) throws(SourceError) -> (OpaquePointer, Int32) {
+        do { try LibSSH2.initialize() } catch { throw SourceError(.localIO, "cannot initialise libssh2", underlying: error.description) }
+        let socket = try TCPSocket.connect(host: host, port: port, timeoutSeconds: timeoutSeconds, display: display)
+        let session: OpaquePointer
+        do {
+            session = try LibSSH2.makeSession(timeoutMilliseconds: timeoutSeconds * 1000)
+        } catch {
+            Glibc.close(socket)
+            throw SourceError(.localIO, "cannot create an SSH session for \(display)", underlying: error.description)
+        }
+        do {
+            try LibSSH2.handshake(session, socket: socket, keepaliveSeconds: max(5, timeoutSeconds / 2))
+        } catch {
+            LibSSH2.free(session)
+            Glibc.close(socket)
+            if error.isKeyExchangeFailure {
+                throw SourceError(.protocolViolation, "\(display): no key exchange, cipher or host key algorithm in common with the server (\(error.message)); it needs ed25519, ECDSA or rsa-sha2 host keys and current ciphers",
+                                  underlying: error.description)
+            }
+            throw SourceError(.unreachable, "\(display): the SSH handshake failed (\(error.message.isEmpty ? LibSSH2Error.name(of: error.code) : error.message)); check that this port is an SSH server and reachable",
+                              underlying: error.description)
+        }
+        return (session, socket)
+    }
+
+    /// Strict host key checking: only a key listed for this host and port in known_hosts is accepted.
+    private static func verifyHostKey(_ session: OpaquePointer, _ endpoint: SFTPEndpoint) throws(SourceError) {
+        let key = try HostKeyTrust.describe(session, host: endpoint.host, port: endpoint.port)
+        let lines = HostKeyTrust.knownHostsLines(endpoint.knownHostsPath)
+        let result: LibSSH2.KnownHostResult
+        do {
+            result = try LibSSH2.checkKnownHosts(session, lines: lines, host: endpoint.host, port: endpoint.port, key: key.raw, keyType: key.rawType)
+        } catch {
+            throw SourceError(.authentication, "cannot check the host key of \(endpoint.hostURL) against \(endpoint.knownHostsPath)", underlying: error.description)
+        }
+        switch result {
+        case .match:
+            return
+        case .notFound:
+            throw SourceError(.authentication, "\(endpoint.hostURL) is not a known host (\(key.info.keyType) key \(key.info.fingerprint) is not in \(endpoint.knownHostsPath)); if that fingerprint is right, run: \(trustCommand(endpoint))",
+                              isRetryable: false)
+        case .mismatch:
+            throw SourceError(.authentication, "HOST KEY CHANGED for \(endpoint.hostURL): it now offers \(key.info.keyType) \(key.info.fingerprint), which does not match \(endpoint.knownHostsPath); refusing to connect (possible man-in-the-middle); if the server was reinstalled, remove its old line from that file and run: \(trustCommand(endpoint))",
+                              isRetryable: false)
+        }
+    }
+
+    /// The `folio trust` command for this server, naming the known_hosts file when it is not the default one.
+    private static func trustCommand(_ endpoint: SFTPEndpoint) -> String {
+        let command = "folio trust \(endpoint.hostURL)"
+        return endpoint.knownHostsPath == HostKeyTrust.defaultKnownHostsPath ? command : command + " --known-hosts \(endpoint.knownHostsPath)"
+    }
+
+    // MARK: Operations (each maps libssh2's error to SourceError at the caller, which knows the path)
+
+    func realpath(_ path: [UInt8]) throws(LibSSH2Error) -> [UInt8] { try LibSSH2.realpath(session, sftp, path) }
+
+    func stat(_ path: [UInt8], followLinks: Bool) throws(LibSSH2Error) -> RemoteAttributes {
+        try LibSSH2.stat(session, sftp, path, followLinks: followLinks)
+    }
+
+    /// Lists one folder: every name but `.` and `..`, with lstat attributes.
+    func listFolder(_ path: [UInt8]) throws(LibSSH2Error) -> [(name: [UInt8], attributes: RemoteAttributes)] {
+        let handle = try LibSSH2.openFolder(session, sftp, path)
+        defer { LibSSH2.close(handle) }
+        var buffer = [CChar](repeating: 0, count: 4096)
+        var names: [(name: [UInt8], attributes: RemoteAttributes)] = []
+        while let item = try LibSSH2.readFolder(session, sftp, handle, buffer: &buffer) {
+            if item.name == [UInt8(ascii: ".")] || item.name == [UInt8(ascii: "."), UInt8(ascii: ".")] { continue }
+            names.append(item)
+        }
+        return names
+    }
+
+    func exec(_ command: String, limit: Int) throws(LibSSH2Error) -> (output: [UInt8], status: Int32, complete: Bool) {
+        try LibSSH2.exec(session, command: command, limit: limit)
+    }
+
+    func openFile(_ path: [UInt8]) throws(LibSSH2Error) -> OpaquePointer { try LibSSH2.openFile(session, sftp, path) }
+
+    func seek(_ handle: OpaquePointer, to offset: Int64) { LibSSH2.seek(handle, to: offset) }
+
+    func read(_ handle: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer, count: Int) throws(LibSSH2Error) -> Int {
+        try LibSSH2.read(session, sftp, handle, into: buffer, count: count)
+    }
+
+    func fstat(_ handle: OpaquePointer) throws(LibSSH2Error) -> RemoteAttributes { try LibSSH2.fstat(session, sftp, handle) }
+
+    func closeFile(_ handle: OpaquePointer) { LibSSH2.close(handle) }
+
+    /// Sends a keepalive when one is due, so an idle session between files is not dropped by a NAT or firewall.
+    func keepalive() throws(LibSSH2Error) { try LibSSH2.sendKeepalive(session) }
+
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        LibSSH2.sftpShutdown(sftp)
+        LibSSH2.free(session)
+        Glibc.close(socket)
+    }
+
+    deinit { close() }
+
+    /// The one-line error for a failed operation on a remote path.
+    func sourceError(_ error: LibSSH2Error, doing action: String, remote: [UInt8], path: RelativePath? = nil) -> SourceError {
+        let where_ = endpoint.url(remote)
+        if error.isConnectionLoss {
+            return SourceError(.unreachable, "lost the connection to \(endpoint.hostURL) while \(action) \(where_) (\(LibSSH2Error.name(of: error.code))); check the network and the server, then run again",
+                               path: path, underlying: error.description)
+        }
+        if error.isNoSuchFile {
+            return SourceError(.notFound, "\(where_) does not exist on the server; check the path", path: path, underlying: error.description, isRetryable: path != nil)
+        }
+        if error.isPermissionDenied {
+            return SourceError(.permission, "cannot read \(where_): permission denied on the server; give \(endpoint.user) read access there", path: path, underlying: error.description)
+        }
+        return SourceError(.protocolViolation, "\(action) \(where_) failed: \(error.message.isEmpty ? LibSSH2Error.name(of: error.code) : error.message)", path: path, underlying: error.description)
+    }
+}
+

@@ -1,0 +1,52 @@
+import Dispatch
+import FolioCore
+
+/// One SSH session bound to its own serial queue; async code reaches the session only through `run`.
+///
+/// The session opens lazily on the first `run`, on the queue, so handshakes never block the cooperative pool.
+final class SessionWorker: @unchecked Sendable {
+    // Why @unchecked Sendable: `session` is read and written only inside blocks on `queue`, which is serial, so
+    // the libssh2 handles it owns are touched by one thread at a time.
+    private let queue: DispatchQueue
+    private let endpoint: SFTPEndpoint
+    private var session: SSHSession?
+
+    init(endpoint: SFTPEndpoint, label: String) {
+        self.endpoint = endpoint
+        queue = DispatchQueue(label: "folio.sftp.\(label)")
+    }
+
+    /// Runs blocking work with the session on the worker's queue and resumes the caller with its result.
+    func run<T: Sendable>(_ body: @escaping @Sendable (SSHSession) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async {
+                do {
+                    let session = try self.session ?? SSHSession.open(self.endpoint)
+                    self.session = session
+                    continuation.resume(returning: try body(session))
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        }
+    }
+
+    /// Hands the open session (if any) to `pool` for a download worker, after any work already queued.
+    func park(in pool: IdleSessions) async {
+        await withCheckedContinuation { continuation in
+            queue.async {
+                if let session = self.session { pool.put(session) }
+                self.session = nil
+                continuation.resume()
+            }
+        }
+    }
+
+    /// Closes the session on its queue, after any work already queued.
+    func close() {
+        queue.async {
+            self.session?.close()
+            self.session = nil
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import ArgumentParser
+import FolioCore
+import FolioSFTP
+import Foundation
+import Glibc
+
+/// `folio trust sftp://host[:port]`: shows an SFTP server's host key and, once a person agrees, adds it to
+/// known_hosts. The only way Folio comes to trust a host; a changed key is never replaced from here.
+struct TrustCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "trust",
+        abstract: "Show an SFTP server's host key and add it to known_hosts.",
+        discussion: """
+            Folio refuses servers whose key is not in known_hosts. Compare the fingerprint shown with the server's own \
+            (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub, run on the server) before trusting it.
+            """
+    )
+
+    @Argument(help: "The server, as sftp://host[:port] (a path after it is ignored).") var server: String
+    @Option(name: .long, help: "The known_hosts file to add the key to (default ~/.ssh/known_hosts).") var knownHosts: String?
+    @Flag(name: .long, help: "Trust the key without asking.") var yes = false
+    @Option(name: .long, help: "Seconds to wait for the server.") var timeout: Int = 30
+
+    func run() throws {
+        let location: SourceLocation
+        do { location = try SourceLocation(parsing: server) } catch { throw ValidationError(error.message) }
+        guard case let .sftp(_, host, port, _) = location.kind else {
+            throw ValidationError("\(server) is not an sftp:// URL; write sftp://host[:port]")
+        }
+        guard timeout > 0 else { throw ValidationError("--timeout must be at least 1 second") }
+        let file = knownHosts.map { $0.hasPrefix("/") ? $0 : FileManager.default.currentDirectoryPath + "/" + $0 } ?? HostKeyTrust.defaultKnownHostsPath
+        let name = "sftp://\(host.contains(":") ? "[\(host)]" : host):\(port)"
+
+        let fetched: (key: HostKeyTrust.HostKey, standing: HostKeyTrust.Standing)
+        do { fetched = try HostKeyTrust.fetch(host: host, port: port, knownHostsPath: file, timeoutSeconds: timeout) } catch { try fail("\(error)") }
+        let key = fetched.key
+        print("\(name) offers a \(key.keyType) key with fingerprint \(key.fingerprint)")
+        switch fetched.standing {
+        case .trusted:
+            print("already trusted in \(file)")
+            return
+        case .changed:
+            try fail("\(name) is listed in \(file) with a different \(key.keyType) key; if the server was reinstalled, remove its old line there first")
+        case .unknown:
+            break
+        }
+        if !yes {
+            guard isatty(STDIN_FILENO) != 0 else {
+                try fail("not trusting \(name): no terminal to ask on; compare the fingerprint, then run again with --yes")
+            }
+            print("Trust this key? [y/N] ", terminator: "")
+            fflush(nil)  // all C streams: print buffers stdout, and the prompt has no newline
+            let answer = readLine()?.trimmingCharacters(in: .whitespaces).lowercased()
+            guard answer == "y" || answer == "yes" else { try fail("not trusted; \(file) is unchanged") }
+        }
+        do { try HostKeyTrust.append(key, to: file) } catch { try fail("\(error)") }
+        print("added \(name) to \(file)")
+    }
+
+    /// One line on standard error, then exit status 1.
+    private func fail(_ message: String) throws -> Never {
+        FileHandle.standardError.write(Data("folio: \(message)\n".utf8))
+        throw ExitCode(1)
+    }
+}

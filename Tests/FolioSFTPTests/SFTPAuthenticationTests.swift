@@ -1,0 +1,180 @@
+import FolioCore
+@testable import FolioSFTP
+import FolioTestSupport
+import Foundation
+import Glibc
+import XCTest
+
+/// Host keys are checked strictly; log-in failures and unreachable servers are one line naming host and fix.
+final class SFTPAuthenticationTests: SFTPTestCase {
+    private func assertOneLine(_ error: SourceError?, _ code: SourceError.Code, contains parts: [String], file: StaticString = #filePath, line: UInt = #line) {
+        guard let error else { return XCTFail("no error", file: file, line: line) }
+        XCTAssertEqual(error.code, code, error.message, file: file, line: line)
+        XCTAssertFalse(error.message.contains("\n"), "more than one line: \(error.message)", file: file, line: line)
+        for part in parts { XCTAssertTrue(error.message.contains(part), "\"\(part)\" missing from: \(error.message)", file: file, line: line) }
+    }
+
+    func testUnknownHostIsRefusedWithTheTrustCommandThenTrustedKeyWorks() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-trust")
+        FixtureTree.write(served.path, "a.txt", "alpha\n")
+        let home = TemporaryDirectory("sftp-home")
+        let knownHosts = home.path("dot-ssh/known_hosts")  // neither the folder nor the file exists yet
+        let fingerprint = try server.hostKeyFingerprint()
+
+        let error = await snapshotError(try source(server, served.path, knownHosts: knownHosts))
+        assertOneLine(error, .authentication, contains: ["folio trust sftp://127.0.0.1:\(server.port) --known-hosts \(knownHosts)", "ssh-ed25519", fingerprint])
+
+        let (key, standing) = try HostKeyTrust.fetch(host: server.host, port: server.port, knownHostsPath: knownHosts, timeoutSeconds: 10)
+        XCTAssertEqual(standing, .unknown)
+        XCTAssertEqual(key.keyType, "ssh-ed25519")
+        XCTAssertEqual(key.fingerprint, fingerprint)
+        XCTAssertTrue(key.knownHostsLine.hasPrefix("[127.0.0.1]:\(server.port) ssh-ed25519 "))
+        try HostKeyTrust.append(key, to: knownHosts)
+        XCTAssertEqual(try HostKeyTrust.fetch(host: server.host, port: server.port, knownHostsPath: knownHosts, timeoutSeconds: 10).standing, .trusted)
+        var info = stat()
+        XCTAssertEqual(stat(home.path("dot-ssh"), &info), 0)
+        XCTAssertEqual(info.st_mode & 0o777, 0o700)
+
+        let snapshot = try await source(server, served.path, knownHosts: knownHosts).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["a.txt"])
+    }
+
+    func testHashedKnownHostsEntryIsAccepted() async throws {
+        let server = try SSHServer()
+        try server.hashKnownHosts()
+        let text = try String(contentsOfFile: server.knownHostsPath, encoding: .utf8)
+        XCTAssertTrue(text.hasPrefix("|1|"), text)
+        let served = TemporaryDirectory("sftp-hashed")
+        FixtureTree.write(served.path, "a.txt", "alpha\n")
+        let snapshot = try await source(server, served.path).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.count, 1)
+    }
+
+    func testChangedHostKeyIsRefused() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-changed")
+        FixtureTree.write(served.path, "a.txt", "alpha\n")
+        server.stop()
+        try server.replaceHostKey()
+        try server.start()
+        let error = await snapshotError(try source(server, served.path))
+        assertOneLine(error, .authentication, contains: ["HOST KEY CHANGED", "sftp://127.0.0.1:\(server.port)", try server.hostKeyFingerprint(), "refusing to connect"])
+        XCTAssertThrowsError(try source(server, served.path).makeConnection()) { error in
+            XCTAssertEqual((error as? SourceError)?.code, .authentication)
+        }
+        XCTAssertEqual(try HostKeyTrust.fetch(host: server.host, port: server.port, knownHostsPath: server.knownHostsPath, timeoutSeconds: 10).standing, .changed)
+    }
+
+    func testWrongKeyIsRefusedInOneLine() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-wrong-key")
+        let wrongKey = try server.makeUnauthorizedKey()
+        let error = await snapshotError(try source(server, served.path, identity: wrongKey))
+        assertOneLine(error, .authentication, contains: ["sftp://127.0.0.1:\(server.port)", "refused to log in \(server.user)", wrongKey, "authorized_keys"])
+    }
+
+    func testECDSAKeyLogsIn() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-ecdsa")
+        FixtureTree.write(served.path, "a.txt", "alpha\n")
+        let key = try server.makeUnauthorizedKey(type: "ecdsa")
+        try server.authorize(key)
+        let snapshot = try await source(server, served.path, identity: key).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["a.txt"])
+    }
+
+    func testMissingIdentityFileIsNamed() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-no-key")
+        let error = await snapshotError(try source(server, served.path, identity: served.path("no-such-key")))
+        assertOneLine(error, .authentication, contains: [served.path("no-such-key"), "does not exist"])
+    }
+
+    func testRSAKeyGetsTheSHA1Explanation() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-rsa")
+        let rsaKey = try server.makeUnauthorizedKey(type: "rsa")
+        let error = await snapshotError(try source(server, served.path, identity: rsaKey))
+        assertOneLine(error, .authentication, contains: ["RSA", "SHA-1", "OpenSSH 8.8", "ed25519"])
+    }
+
+    func testPassphraseFromFileAndWrongPassphraseNeverShown() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-passphrase")
+        FixtureTree.write(served.path, "a.txt", "alpha\n")
+        let key = try server.makeUnauthorizedKey(passphrase: "correct horse")
+        try server.authorize(key)
+        let secrets = TemporaryDirectory("sftp-secrets")
+        FixtureTree.write(secrets.path, "good", "correct horse\n")
+        FixtureTree.write(secrets.path, "bad", "battery staple\n")
+
+        var settings = settings(server, identity: key)
+        settings.passphraseFile = secrets.path("good")
+        let good = try SFTPSource(location: SourceLocation(parsing: server.url(served.path)), settings: settings, timeout: 10, transfers: 1, symlinks: .skip)
+        let snapshot = try await good.snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.count, 1)
+
+        settings.passphraseFile = secrets.path("bad")
+        let bad = try SFTPSource(location: SourceLocation(parsing: server.url(served.path)), settings: settings, timeout: 10, transfers: 1, symlinks: .skip)
+        let error = await snapshotError(bad)
+        assertOneLine(error, .authentication, contains: [key, "passphrase"])
+        XCTAssertFalse(error?.message.contains("battery") ?? true)
+        XCTAssertFalse(error?.underlying?.contains("battery") ?? false)
+    }
+
+    func testUnreachableServerAndUnknownHostName() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-down")
+        server.stop()
+        let error = await snapshotError(try source(server, served.path))
+        assertOneLine(error, .unreachable, contains: ["cannot connect to 127.0.0.1 port \(server.port)", "Connection refused"])
+
+        let location = try SourceLocation(parsing: "sftp://nobody@no-such-host.invalid:22/data")
+        let dns = try SFTPSource(location: location, settings: settings(server), timeout: 5, transfers: 1, symlinks: .skip)
+        let dnsError = await snapshotError(dns)
+        assertOneLine(dnsError, .unreachable, contains: ["cannot resolve host no-such-host.invalid", "sftp://nobody@no-such-host.invalid:22/data"])
+    }
+
+    /// A server that accepts the connection and then says nothing (stopped with SIGSTOP) fails the run after the
+    /// timeout instead of hanging it.
+    func testSilentServerTimesOut() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-silent")
+        XCTAssertEqual(kill(server.pid, SIGSTOP), 0)
+        defer { kill(server.pid, SIGCONT) }
+        let error = await snapshotError(try source(server, served.path, timeout: 1))
+        assertOneLine(error, .unreachable, contains: ["sftp://\(server.user)@127.0.0.1:\(server.port)", "handshake"])
+    }
+
+    /// More connections at once than sshd's MaxStartups (10): the handshake gate keeps every one of them alive.
+    func testManySimultaneousConnectionsAllSucceed() throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-many")
+        FixtureTree.write(served.path, "a.txt", "alpha\n", mtime: (1_600_000_000, 0))
+        let source = try source(server, served.path)
+        let entry = Entry(path: try RelativePath(validating: "a.txt"), kind: .file, size: 6, mtime: FileTime(seconds: 1_600_000_000))
+        let scratch = TemporaryDirectory("sftp-many-out")
+        let failures = Failures()
+        DispatchQueue.concurrentPerform(iterations: 24) { index in
+            do {
+                let connection = try source.makeConnection()
+                defer { connection.close() }
+                let bytes = try SourceConformance.download(entry, with: connection, into: scratch.path("out\(index)"), from: 0)
+                if bytes != Array("alpha\n".utf8) { failures.add("wrong content \(bytes)") }
+            } catch {
+                failures.add("\(error)")
+            }
+        }
+        XCTAssertEqual(failures.all, [])
+    }
+}
+
+/// Errors collected from several threads.
+final class Failures: @unchecked Sendable {
+    // Why @unchecked: `items` is only touched under `lock`.
+    private let lock = NSLock()
+    private var items: [String] = []
+    func add(_ item: String) { lock.withLock { items.append(item) } }
+    var all: [String] { lock.withLock { items } }
+}

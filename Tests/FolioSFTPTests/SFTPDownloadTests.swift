@@ -1,0 +1,122 @@
+import FolioCore
+@testable import FolioSFTP
+import FolioTestSupport
+import Foundation
+import Glibc
+import XCTest
+
+/// Downloads survive a server crash: the error fails the run, and the partial file resumes from its offset.
+final class SFTPDownloadTests: SFTPTestCase {
+    /// Runs blocking connection work on its own queue, as the engine's workers do, and awaits it.
+    private static func onWorker<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue(label: "test.worker").async { continuation.resume(with: Result { try body() }) }
+        }
+    }
+
+    /// The listing's session serves the first download worker: two workers after an exec listing cost two
+    /// log-ins in total, not three.
+    func testListingSessionIsReusedByTheFirstDownloadWorker() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-reuse")
+        FixtureTree.write(served.path, "a.txt", "alpha\n")
+        let source = try source(server, served.path, method: .execOnly)
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        let entry = try XCTUnwrap(snapshot.entry(at: try RelativePath(validating: "a.txt")))
+        let scratch = TemporaryDirectory("sftp-reuse-out")
+        let contents = try await Self.onWorker {
+            let first = try source.makeConnection()
+            let second = try source.makeConnection()
+            defer {
+                first.close()
+                second.close()
+            }
+            return try [first, second].enumerated().map { index, connection in
+                try SourceConformance.download(entry, with: connection, into: scratch.path("out\(index)"), from: 0)
+            }
+        }
+        XCTAssertEqual(contents, [Array("alpha\n".utf8), Array("alpha\n".utf8)])
+        let log = try String(contentsOfFile: server.logPath, encoding: .utf8)
+        XCTAssertEqual(log.components(separatedBy: "Accepted publickey").count - 1, 2, log)
+    }
+
+    func testServerKilledMidTransferThenDownloadResumesFromThePartialFile() throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-kill")
+        let content = FixtureTree.bytes(count: 96 << 20, seed: 11)
+        FixtureTree.write(served.path, "big.bin", content, mtime: (1_600_000_000, 0))
+        let source = try source(server, served.path)
+        let entry = Entry(path: try RelativePath(validating: "big.bin"), kind: .file, size: Int64(content.count), mtime: FileTime(seconds: 1_600_000_000))
+        let scratch = TemporaryDirectory("sftp-kill-out")
+        let partial = scratch.path("big.bin.partial")
+
+        // Copy on a worker queue, as the engine does; kill sshd (listener and session processes) a few MiB in.
+        let outcome = Outcome()
+        DispatchQueue(label: "test.worker").async {
+            do {
+                let connection = try source.makeConnection()
+                defer { connection.close() }
+                _ = try SourceConformance.download(entry, with: connection, into: partial, from: 0)
+                outcome.finish(nil)
+            } catch {
+                outcome.finish(error)
+            }
+        }
+        while FixtureTree.size(partial) < 4 << 20, !outcome.isFinished { usleep(1_000) }
+        server.stop(signal: SIGKILL)
+        let error = outcome.wait()
+        let sourceError = try XCTUnwrap(error as? SourceError, "the copy finished although the server was killed: \(String(describing: error))")
+        XCTAssertEqual(sourceError.code, .unreachable, sourceError.message)
+        XCTAssertTrue(sourceError.failsRun)
+        XCTAssertFalse(sourceError.message.contains("\n"))
+        let kept = FixtureTree.size(partial)
+        XCTAssertGreaterThan(kept, 0)
+        XCTAssertLessThan(kept, entry.size)
+        XCTAssertEqual(FixtureTree.read(partial), Array(content[..<Int(kept)]), "the partial file holds a clean prefix")
+
+        // Next run: the server is back; resume from the partial file's length.
+        try server.start()
+        let connection = try source.makeConnection()
+        defer { connection.close() }
+        let fd = open(partial, O_WRONLY | O_APPEND)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        let sink = DownloadSink.forTesting(fileDescriptor: fd, offset: kept, path: entry.path)
+        try connection.download(entry, into: sink, from: kept)
+        XCTAssertEqual(sink.bytesTransferred, entry.size - kept, "only the missing bytes were transferred")
+        XCTAssertEqual(FixtureTree.read(partial), content)
+    }
+}
+
+/// The result of work on another thread, awaited by a synchronous test.
+final class Outcome: @unchecked Sendable {
+    // Why @unchecked: `error` and `finished` are only touched under `condition`'s lock.
+    private let condition = NSCondition()
+    private var finished = false
+    private var error: (any Error)?
+
+    func finish(_ error: (any Error)?) {
+        condition.withLock {
+            self.error = error
+            finished = true
+            condition.broadcast()
+        }
+    }
+
+    var isFinished: Bool { condition.withLock { finished } }
+
+    func wait() -> (any Error)? {
+        condition.withLock {
+            while !finished { condition.wait() }
+            return error
+        }
+    }
+}
+
+extension FixtureTree {
+    /// A file's size, 0 when it does not exist yet.
+    static func size(_ path: String) -> Int64 {
+        var info = stat()
+        return lstat(path, &info) == 0 ? Int64(info.st_size) : 0
+    }
+}

@@ -1,0 +1,110 @@
+import FolioCore
+@testable import FolioSFTP
+import FolioTestSupport
+import Foundation
+import Glibc
+import XCTest
+
+/// The built `folio` binary mirroring from a real sshd, as a user runs it.
+final class SFTPEndToEndTests: XCTestCase {
+    var work: TemporaryDirectory!
+    var environment: [String: String] = [:]
+
+    override func setUp() {
+        work = TemporaryDirectory("sftp-cli")
+        FixtureTree.makeFolder(work.path, "state")
+        // Why no SSH_AUTH_SOCK: a developer's agent must not make a refused-key test pass.
+        environment = ["FOLIO_STATE_DIR": work.path("state"), "SSH_AUTH_SOCK": ""]
+    }
+
+    private func mirror(_ server: SSHServer, _ source: String, identity: String? = nil, knownHosts: String? = nil, json: Bool = true, extra: [String] = []) -> [String] {
+        ["mirror", server.url(source), work.path("dst"), "--identity", identity ?? server.userKeyPath,
+         "--known-hosts", knownHosts ?? server.knownHostsPath] + (json ? ["--json"] : []) + extra
+    }
+
+    private func assertOneLine(_ outcome: FolioBinary.Outcome, contains parts: [String], file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertEqual(outcome.status, 1, outcome.stderr, file: file, line: line)
+        XCTAssertEqual(outcome.stderrLines.count, 1, outcome.stderr, file: file, line: line)
+        XCTAssertTrue(outcome.stderr.hasPrefix("mirror:\(work.path("dst")): failed: "), outcome.stderr, file: file, line: line)
+        for part in parts { XCTAssertTrue(outcome.stderr.contains(part), "\"\(part)\" missing from: \(outcome.stderr)", file: file, line: line) }
+    }
+
+    func testMirrorIsExactAndANoChangeRerunFetchesNothing() throws {
+        let server = try SSHServer()
+        ConformanceTree.create(at: work.path("src"))
+        let first = FolioBinary.run(mirror(server, work.path("src")), environment: environment)
+        XCTAssertEqual(first.status, 0, first.stderr)
+        XCTAssertEqual(FixtureTree.listing(work.path("dst")), FixtureTree.listing(work.path("src")))
+        for path in FixtureTree.listing(work.path("src")) where !path.hasSuffix("/") {
+            XCTAssertEqual(FixtureTree.read(work.path("dst/" + path)), FixtureTree.read(work.path("src/" + path)), path)
+            XCTAssertEqual(FixtureTree.mtime(work.path("dst/" + path)), FixtureTree.mtime(work.path("src/" + path)), "mtime of \(path), to the nanosecond")
+        }
+        let again = FolioBinary.run(mirror(server, work.path("src")), environment: environment)
+        XCTAssertEqual(again.status, 0, again.stderr)
+        XCTAssertEqual(again.events.last?["downloaded"] as? Int, 0, again.stdout)
+    }
+
+    func testUnknownHostExitsOneWithTheTrustCommandThenTrustedWorks() throws {
+        let server = try SSHServer()
+        FixtureTree.write(work.path("src"), "a.txt", "alpha\n")
+        let knownHosts = work.path("known_hosts")
+        let refused = FolioBinary.run(mirror(server, work.path("src"), knownHosts: knownHosts, json: false), environment: environment)
+        assertOneLine(refused, contains: ["folio trust sftp://127.0.0.1:\(server.port)", "ssh-ed25519", try server.hostKeyFingerprint()])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/a.txt")))
+
+        let (key, _) = try HostKeyTrust.fetch(host: server.host, port: server.port, knownHostsPath: knownHosts, timeoutSeconds: 10)
+        try HostKeyTrust.append(key, to: knownHosts)
+        let trusted = FolioBinary.run(mirror(server, work.path("src"), knownHosts: knownHosts), environment: environment)
+        XCTAssertEqual(trusted.status, 0, trusted.stderr)
+        XCTAssertEqual(FixtureTree.read(work.path("dst/a.txt")), Array("alpha\n".utf8))
+    }
+
+    func testWrongKeyExitsOneInOneLine() throws {
+        let server = try SSHServer()
+        FixtureTree.write(work.path("src"), "a.txt", "alpha\n")
+        let outcome = FolioBinary.run(mirror(server, work.path("src"), identity: try server.makeUnauthorizedKey(), json: false), environment: environment)
+        assertOneLine(outcome, contains: ["sftp://127.0.0.1:\(server.port)", "refused to log in"])
+    }
+
+    func testSSHDKilledMidTransferThenRerunResumesThePartialFile() throws {
+        let server = try SSHServer()
+        let big = FixtureTree.bytes(count: 96 << 20, seed: 5)
+        FixtureTree.write(work.path("src"), "big.bin", big, mtime: (1_600_000_000, 0))
+        for i in 0..<20 { FixtureTree.write(work.path("src"), "small/\(i).txt", "small \(i)\n") }
+        let running = FolioBinary.start(mirror(server, work.path("src"), extra: ["--transfers", "1"]), environment: environment)
+        // Wait until the big file's partial copy holds a few MiB, then kill sshd and its sessions by PID.
+        var partialSize: Int64 = 0
+        for _ in 0..<20_000 where partialSize < 4 << 20 && running.process.isRunning {
+            usleep(1_000)
+            partialSize = largestFile(under: work.path("dst/.folio/partial"))
+        }
+        XCTAssertGreaterThanOrEqual(partialSize, 4 << 20, "never saw the partial file grow")
+        server.stop(signal: SIGKILL)
+        let stderr = String(decoding: running.standardErrorPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        _ = running.standardOutputPipe.fileHandleForReading.readDataToEndOfFile()
+        running.process.waitUntilExit()
+        XCTAssertEqual(running.process.terminationStatus, 1, stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/big.bin")), "a half file was installed")
+        for path in FixtureTree.listing(work.path("dst")) where !path.hasSuffix("/") {
+            XCTAssertEqual(FixtureTree.read(work.path("dst/" + path)), FixtureTree.read(work.path("src/" + path)), "\(path) is complete or absent")
+        }
+
+        try server.start()
+        let rerun = FolioBinary.run(mirror(server, work.path("src")), environment: environment)
+        XCTAssertEqual(rerun.status, 0, rerun.stderr)
+        XCTAssertEqual(FixtureTree.listing(work.path("dst")), FixtureTree.listing(work.path("src")))
+        XCTAssertEqual(FixtureTree.read(work.path("dst/big.bin")), big)
+        let bytes = try XCTUnwrap(rerun.events.last?["bytes"] as? Int, rerun.stdout)
+        XCTAssertLessThan(bytes, big.count, "the rerun resumed the partial file instead of fetching it whole")
+    }
+
+    private func largestFile(under folder: String) -> Int64 {
+        guard let walker = FileManager.default.enumerator(atPath: folder) else { return 0 }
+        var largest: Int64 = 0
+        while let name = walker.nextObject() as? String {
+            var info = stat()
+            if stat(folder + "/" + name, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG { largest = max(largest, Int64(info.st_size)) }
+        }
+        return largest
+    }
+}

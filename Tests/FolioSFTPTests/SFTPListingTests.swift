@@ -1,0 +1,126 @@
+import FolioCore
+@testable import FolioSFTP
+import FolioTestSupport
+import Foundation
+import Glibc
+import XCTest
+
+/// Listing: the exec and readdir paths agree, hostile names and links stay contained, unreadable folders block
+/// removals without stopping the rest.
+final class SFTPListingTests: SFTPTestCase {
+    /// A tree with names that break naive listings, special files, and links inside and outside the root.
+    private func makeTrickyTree(_ root: String) {
+        FixtureTree.write(root, "a.txt", "alpha\n", mtime: (1_600_000_000, 123_456_789))
+        FixtureTree.write(root, "folder/inner.txt", "inner\n", mtime: (1_600_000_001, 0))
+        FixtureTree.write(root, "sp ace/#hash %25 100%.txt", "odd\n", mtime: (1_600_000_002, 0))
+        FixtureTree.write(root, "unicode/\(ConformanceTree.nfc)", "nfc\n", mtime: (1_600_000_003, 0))
+        FixtureTree.write(root, "unicode/\(ConformanceTree.nfd)", "nfd\n", mtime: (1_600_000_004, 0))
+        FixtureTree.write(root, "bad\nname.txt", "newline\n", mtime: (1_600_000_005, 0))
+        FixtureTree.write(root, "bad\ndir/hidden.txt", "below a bad name\n", mtime: (1_600_000_006, 0))
+        FixtureTree.write(root, "after newline.txt", "still listed\n", mtime: (1_600_000_007, 0))
+        FixtureTree.write(root, "skipme/x.txt", "excluded\n")
+        XCTAssertEqual(mkfifo(root + "/fifo", 0o644), 0)
+        FixtureTree.makeFolder(root, "links")
+        for (name, target) in [
+            ("to-file", "../a.txt"), ("to-folder", "../folder"), ("loop", ".."), ("passwd", "/etc/passwd"),
+            ("etc", "/etc"), ("dangling", "nowhere"), ("escape", "../../.."),
+        ] {
+            XCTAssertEqual(symlink(target, root + "/links/" + name), 0)
+        }
+    }
+
+    func testExecAndReaddirListingsAreEqual() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-tricky")
+        makeTrickyTree(served.path)
+        for policy in ListingOptions.SymlinkPolicy.allCases {
+            let options = ListingOptions(symlinks: policy, exclude: ExcludeFilter(["skipme/"]))
+            let byExec = try await source(server, served.path, method: .execOnly).snapshot(options: options)
+            let byReaddir = try await source(server, served.path, method: .readdirOnly).snapshot(options: options)
+            XCTAssertEqual(summary(byExec), summary(byReaddir), "entries, symlinks = \(policy)")
+            XCTAssertEqual(byExec.issues.map(\.description).sorted(), byReaddir.issues.map(\.description).sorted(), "issues, symlinks = \(policy)")
+            XCTAssertTrue(byExec.entries.allSatisfy { $0.kind != .file || $0.path.description.hasPrefix("links/") || $0.precision == .nanosecond })
+            XCTAssertEqual(byExec.entry(at: try RelativePath(validating: "a.txt"))?.mtime, FileTime(seconds: 1_600_000_000, nanoseconds: 123_456_789))
+
+            let paths = byReaddir.entries.map(\.path.description)
+            // A name with a newline is refused and reported; it corrupts nothing around it.
+            XCTAssertTrue(byReaddir.issues.contains(ListingIssue(path: "bad\\x0aname.txt", kind: .skipped("name contains a control character"))), "\(byReaddir.issues)")
+            XCTAssertTrue(byReaddir.issues.contains(ListingIssue(path: "bad\\x0adir", kind: .skipped("name contains a control character"))))
+            XCTAssertFalse(paths.contains { $0.contains("hidden") || $0.contains("skipme") })
+            XCTAssertTrue(paths.contains("after newline.txt"))
+            XCTAssertTrue(paths.contains("sp ace/#hash %25 100%.txt"))
+            XCTAssertTrue(paths.contains("unicode/\(ConformanceTree.nfc)") && paths.contains("unicode/\(ConformanceTree.nfd)"))
+            XCTAssertTrue(byReaddir.issues.contains(ListingIssue(path: "fifo", kind: .skipped("not a regular file, folder or link (FIFO, socket or device)"))))
+            XCTAssertTrue(byReaddir.isComplete)
+
+            switch policy {
+            case .skip:
+                XCTAssertFalse(paths.contains { $0.hasPrefix("links/") }, "\(paths)")
+                XCTAssertTrue(byReaddir.issues.contains(ListingIssue(path: "links/passwd", kind: .skipped("symbolic link (symlinks = \"skip\")"))))
+            case .follow:
+                let outside = ListingIssue.Kind.skipped("symbolic link leads outside the source root or nowhere")
+                for name in ["passwd", "etc", "dangling", "escape"] {
+                    XCTAssertTrue(byReaddir.issues.contains(ListingIssue(path: "links/\(name)", kind: outside)), "links/\(name): \(byReaddir.issues)")
+                    XCTAssertFalse(paths.contains { $0.hasPrefix("links/\(name)") })
+                }
+                XCTAssertTrue(byReaddir.issues.contains(ListingIssue(path: "links/loop", kind: .skipped("symbolic link loop"))))
+                XCTAssertEqual(byReaddir.entry(at: try RelativePath(validating: "links/to-file"))?.size, 6)
+                XCTAssertEqual(byReaddir.entry(at: try RelativePath(validating: "links/to-folder"))?.kind, .folder)
+                XCTAssertEqual(byReaddir.entry(at: try RelativePath(validating: "links/to-folder/inner.txt"))?.size, 6)
+            }
+        }
+    }
+
+    /// A link that leads outside the root is never downloaded through, whatever the policy.
+    func testLinkToPasswdIsNotFollowed() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-links")
+        FixtureTree.write(served.path, "a.txt", "alpha\n")
+        XCTAssertEqual(symlink("/etc/passwd", served.path + "/passwd"), 0)
+        XCTAssertEqual(symlink("/etc", served.path + "/etc"), 0)
+        let snapshot = try await source(server, served.path).snapshot(options: ListingOptions(symlinks: .follow))
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["a.txt"])
+        XCTAssertEqual(Set(snapshot.issues.map(\.path)), ["passwd", "etc"])
+    }
+
+    /// Logged in as an unprivileged user (root reads everything): a folder it cannot read is reported as
+    /// unreadable (which blocks removals) and the rest of the tree is still listed, by either path.
+    func testUnreadableFolderIsReportedAndTheRestListed() async throws {
+        guard getpwnam("folio-test") != nil else {
+            XCTFail("user folio-test is missing; run scripts/install-deps.sh as root")
+            return
+        }
+        let server = try SSHServer(user: "folio-test")
+        let served = TemporaryDirectory("sftp-unreadable")
+        FixtureTree.write(served.path, "a.txt", "alpha\n")
+        FixtureTree.write(served.path, "open/b.txt", "bravo\n")
+        FixtureTree.write(served.path, "secret/c.txt", "charlie\n")
+        XCTAssertEqual(chmod(served.path + "/secret", 0), 0)
+        for method in [SFTPLister.Method.automatic, .readdirOnly] {
+            let snapshot = try await source(server, served.path, method: method).snapshot(options: ListingOptions())
+            XCTAssertEqual(snapshot.entries.map(\.path.description), ["a.txt", "open", "open/b.txt", "secret"], "\(method)")
+            XCTAssertEqual(snapshot.issues, [ListingIssue(path: "secret", kind: .unreadable("permission denied on the server"))], "\(method)")
+            XCTAssertFalse(snapshot.isComplete)
+        }
+        // find exits non-zero on the unreadable folder, so the exec path refuses to produce a partial listing.
+        let error = await snapshotError(try source(server, served.path, method: .execOnly))
+        XCTAssertEqual(error?.code, .protocolViolation)
+
+        // An unreadable root is the run's error, not an empty tree.
+        let rootError = await snapshotError(try source(server, served.path + "/secret"))
+        XCTAssertEqual(rootError?.code, .permission, "\(String(describing: rootError))")
+    }
+
+    func testExecListingParserRefusesTruncatedOrMalformedOutput() {
+        let good = Array("f\u{0}6\u{0}1600000000.1234567890\u{0}a.txt\u{0}d\u{0}4096\u{0}1600000001.0000000000\u{0}dir\u{0}folio-listing-end\u{0}".utf8)
+        let records = ExecListing.parse(good)
+        XCTAssertEqual(records?.count, 2)
+        XCTAssertEqual(records?.first?.mtime, FileTime(seconds: 1_600_000_000, nanoseconds: 123_456_789))
+        XCTAssertEqual(records.map { $0.map { String(decoding: $0.path, as: UTF8.self) } }, ["a.txt", "dir"])
+        XCTAssertNil(ExecListing.parse(Array(good.prefix(good.count - 5))), "cut inside the end marker")
+        XCTAssertNil(ExecListing.parse(Array(good.prefix(30))), "cut inside a record")
+        XCTAssertNil(ExecListing.parse(Array("f\u{0}six\u{0}1\u{0}a\u{0}folio-listing-end\u{0}".utf8)), "bad size")
+        XCTAssertNil(ExecListing.parse(Array("f\u{0}6\u{0}1\u{0}/etc/passwd\u{0}folio-listing-end\u{0}".utf8)), "absolute path")
+        XCTAssertNil(ExecListing.parse([]), "nothing at all (exec refused)")
+    }
+}

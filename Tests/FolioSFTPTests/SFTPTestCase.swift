@@ -1,0 +1,42 @@
+import FolioCore
+@testable import FolioSFTP
+import FolioTestSupport
+import Foundation
+import XCTest
+
+/// Helpers shared by the SFTP tests: sources pointed at a test sshd.
+class SFTPTestCase: XCTestCase {
+    func settings(_ server: SSHServer, identity: String? = nil, knownHosts: String? = nil) -> SourceSettings {
+        var settings = SourceSettings()
+        settings.identity = identity ?? server.userKeyPath
+        settings.knownHosts = knownHosts ?? server.knownHostsPath
+        return settings
+    }
+
+    func source(_ server: SSHServer, _ root: String, method: SFTPLister.Method = .automatic, identity: String? = nil,
+                knownHosts: String? = nil, symlinks: ListingOptions.SymlinkPolicy = .skip, timeout: Int = 10) throws -> SFTPSource {
+        var source = try SFTPSource(location: SourceLocation(parsing: server.url(root)), settings: settings(server, identity: identity, knownHosts: knownHosts),
+                                    timeout: timeout, transfers: 4, symlinks: symlinks)
+        source.listingMethod = method
+        return source
+    }
+
+    /// The error a snapshot throws, as a `SourceError` (failing the test when it succeeds).
+    func snapshotError(_ source: SFTPSource, file: StaticString = #filePath, line: UInt = #line) async -> SourceError? {
+        do {
+            let snapshot = try await source.snapshot(options: ListingOptions())
+            XCTFail("snapshot succeeded with \(snapshot.entries.count) entries", file: file, line: line)
+            return nil
+        } catch let error as SourceError {
+            return error
+        } catch {
+            XCTFail("not a SourceError: \(error)", file: file, line: line)
+            return nil
+        }
+    }
+
+    /// A snapshot's entries as comparable text; mtimes at whole seconds (what both listing paths share).
+    func summary(_ snapshot: Snapshot) -> [String] {
+        snapshot.entries.map { "\($0.path) \($0.kind) \($0.size) \($0.mtime.seconds)" }
+    }
+}

@@ -1,0 +1,50 @@
+import FolioTestSupport
+import Foundation
+import XCTest
+
+/// `folio trust` run as a user runs it.
+final class TrustCommandTests: XCTestCase {
+    func testTrustAsksOnlyOnATerminalTakesYesThenMirrorWorks() throws {
+        let server = try SSHServer()
+        let work = TemporaryDirectory("sftp-trust-cli")
+        FixtureTree.write(work.path("src"), "a.txt", "alpha\n")
+        let knownHosts = work.path("ssh/known_hosts")
+        let url = "sftp://127.0.0.1:\(server.port)"
+
+        let noTerminal = FolioBinary.run(["trust", url, "--known-hosts", knownHosts])
+        XCTAssertEqual(noTerminal.status, 1, noTerminal.stderr)
+        XCTAssertEqual(noTerminal.stderrLines.count, 1, noTerminal.stderr)
+        XCTAssertTrue(noTerminal.stderr.hasPrefix("folio: ") && noTerminal.stderr.contains("--yes"), noTerminal.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: knownHosts))
+
+        let yes = FolioBinary.run(["trust", url, "--known-hosts", knownHosts, "--yes"])
+        XCTAssertEqual(yes.status, 0, yes.stderr)
+        XCTAssertTrue(yes.stdout.contains(try server.hostKeyFingerprint()), yes.stdout)
+        XCTAssertTrue(yes.stdout.contains("ssh-ed25519"), yes.stdout)
+        let again = FolioBinary.run(["trust", url, "--known-hosts", knownHosts, "--yes"])
+        XCTAssertEqual(again.status, 0, again.stderr)
+        XCTAssertEqual(try String(contentsOfFile: knownHosts, encoding: .utf8).split(separator: "\n").count, 1, "trusted once")
+
+        let state = TemporaryDirectory("sftp-trust-state")
+        let mirror = FolioBinary.run(["mirror", server.url(work.path("src")), work.path("dst"), "--identity", server.userKeyPath, "--known-hosts", knownHosts],
+                                     environment: ["FOLIO_STATE_DIR": state.path, "SSH_AUTH_SOCK": ""])
+        XCTAssertEqual(mirror.status, 0, mirror.stderr)
+        XCTAssertEqual(FixtureTree.read(work.path("dst/a.txt")), Array("alpha\n".utf8))
+
+        // A changed key is never added next to the old one.
+        server.stop()
+        try server.replaceHostKey()
+        try server.start()
+        let changed = FolioBinary.run(["trust", url, "--known-hosts", knownHosts, "--yes"])
+        XCTAssertEqual(changed.status, 1, changed.stderr)
+        XCTAssertEqual(changed.stderrLines.count, 1, changed.stderr)
+        XCTAssertTrue(changed.stderr.contains("different ssh-ed25519 key"), changed.stderr)
+        XCTAssertEqual(try String(contentsOfFile: knownHosts, encoding: .utf8).split(separator: "\n").count, 1)
+    }
+
+    func testTrustUsageErrorsExitTwo() throws {
+        let outcome = FolioBinary.run(["trust", "https://example.invalid"])
+        XCTAssertEqual(outcome.status, 2, outcome.stderr)
+        XCTAssertTrue(outcome.stderr.contains("sftp://"), outcome.stderr)
+    }
+}
