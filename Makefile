@@ -24,6 +24,7 @@ demo: build
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+	./scripts/verify-systemd.sh
 
 ## Benchmarks folio against rclone, rsync, lftp (and tar/curl) on loopback servers; see Benchmarks/README.md.
 ## Options go in BENCH_ARGS, e.g. make bench BENCH_ARGS="--quick" (scaled-down trees, one repetition).

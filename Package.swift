@@ -11,6 +11,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // Linux syscalls that Glibc's module map hides (_GNU_SOURCE ones) as static inline shims.
@@ -26,6 +28,9 @@ let package = Package(
             dependencies: [
                 "FolioCore", "FolioState", "FolioSFTP", "FolioHTTP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .target(name: "FolioTestSupport", dependencies: ["FolioCore"], path: "Tests/FolioTestSupport"),
@@ -34,5 +39,6 @@ let package = Package(
         .testTarget(name: "FolioCLITests", dependencies: ["FolioCore", "FolioState", "FolioTestSupport"]),
         .testTarget(name: "FolioSFTPTests", dependencies: ["FolioSFTP", "FolioTestSupport"]),
         .testTarget(name: "FolioHTTPTests", dependencies: ["FolioHTTP", "FolioTestSupport"]),
+        .testTarget(name: "FolioDaemonTests", dependencies: ["FolioCore", "FolioState", "FolioTestSupport"]),
     ]
 )

@@ -63,6 +63,11 @@ public struct SyncEngine: Sendable {
             report.result = .failed
             report.error = error.message
             digest = nil
+        } catch is CancellationError {
+            // Task.checkCancellation between stages: a stop (SIGTERM, Ctrl-C), not a failure of the run.
+            report.result = .interrupted
+            report.error = "stopped before the run finished"
+            digest = nil
         } catch {
             report.result = .failed
             report.error = "\(error)"

@@ -7,7 +7,8 @@ import GRDB
 public final class StateDatabase: StateStore, Sendable {
     /// The file, for messages.
     public let path: String
-    private let queue: DatabaseQueue
+    /// Internal, not private: the daemon's schedule (StateDatabase+Schedule.swift) uses it too.
+    let queue: DatabaseQueue
 
     /// Opens (creating if needed) `state.sqlite` in `directory`.
     public init(directory: String) throws(StateError) {
@@ -81,6 +82,21 @@ public final class StateDatabase: StateStore, Sendable {
                     pid INTEGER
                 );
                 CREATE INDEX run_by_target ON run(target, id);
+                """)
+        }
+        migrator.registerMigration("2 daemon schedule and progress") { db in
+            // Written only by `folio daemon`, read by `folio status`: when each target runs next, and the live
+            // counters of a run in progress. Rows of a daemon that died are recognised by `daemon_pid`.
+            try db.execute(sql: """
+                CREATE TABLE schedule (
+                    target TEXT PRIMARY KEY,
+                    daemon_pid INTEGER NOT NULL,
+                    next_run_at REAL,
+                    files_done INTEGER,
+                    files_total INTEGER,
+                    bytes_done INTEGER,
+                    bytes_total INTEGER
+                );
                 """)
         }
         return migrator
@@ -221,7 +237,7 @@ public final class StateDatabase: StateStore, Sendable {
     }
 
     /// Turns database errors into one line naming the file and the way out.
-    private func perform<T>(_ body: () throws -> T) throws -> T {
+    func perform<T>(_ body: () throws -> T) throws -> T {
         do {
             return try body()
         } catch let error as StateError {

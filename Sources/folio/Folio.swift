@@ -14,7 +14,7 @@ struct Folio: AsyncParsableCommand {
             configuration error; 3 finished, but some files failed (retried next run); 4 refused by a safety guard.
             """,
         version: "folio \(version)",
-        subcommands: [SyncCommand.self, MirrorCommand.self, StatusCommand.self, TrustCommand.self]
+        subcommands: [SyncCommand.self, MirrorCommand.self, StatusCommand.self, TrustCommand.self, DaemonCommand.self]
     )
 
     /// Parses and runs a command, mapping every error to one line on standard error and a documented exit code

@@ -1,4 +1,5 @@
 import FolioCore
+import FolioHTTP
 import FolioSFTP
 
 /// Builds the `Source` for a target from its `source` text. The only place that knows every transport.
@@ -17,7 +18,7 @@ enum SourceFactory {
             return try SFTPSource(location: location, settings: target.sourceSettings, timeout: target.timeout,
                                   transfers: target.transfers, symlinks: target.symlinks)
         case .http:
-            throw SourceError(.protocolViolation, "source \(location): this build of folio has no network sources")
+            return try HTTPSource(location: location, settings: target.sourceSettings, timeout: target.timeout, transfers: target.transfers)
         }
     }
 }

@@ -5,7 +5,9 @@ import Foundation
 
 /// `folio status [--json]`: each target's last run, from the state database.
 struct StatusCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "status", abstract: "Show each target's last run.")
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show each target's last run, whether it is running now, and when the daemon runs it next.")
 
     @Option(name: .long, help: "Configuration file (default: $FOLIO_CONFIG, else /etc/folio/folio.toml).")
     var config: String?
@@ -32,6 +34,7 @@ struct StatusCommand: AsyncParsableCommand {
             throw ExitStatus.runFailed.exitCode
         }
         let runs = try database.lastRuns()
+        let schedules = try database.schedules()
         var names = loaded?.targets.map(\.name) ?? []
         names += runs.keys.filter { !names.contains($0) }.sorted()
         if names.isEmpty && !json { print("no targets yet (configuration: \(path), state: \(directory))") }
@@ -53,9 +56,19 @@ struct StatusCommand: AsyncParsableCommand {
                     object["failed"] = run.failed
                     if let error = run.error { object["error"] = error }
                 }
+                let live = DaemonView(run: run, schedule: schedules[name])
+                object["running"] = live.running
+                if let next = live.nextRunAt { object["next_run_at"] = ISO8601DateFormatter().string(from: next) }
+                if let progress = live.progress {
+                    object["files_done"] = progress.filesDone
+                    object["files_total"] = progress.filesTotal
+                    object["bytes_done"] = progress.bytesDone
+                    object["bytes_total"] = progress.bytesTotal
+                }
                 print(JSONLine.encode(object), terminator: "")
             } else {
                 print(Self.describe(name, target: target, run: run))
+                for line in DaemonView(run: run, schedule: schedules[name]).lines() { print("  " + line) }
             }
         }
     }

@@ -1,0 +1,280 @@
+import CLibCurl
+import FolioCore
+import Foundation
+
+/// One libcurl easy handle: every libcurl call in Folio goes through this file.
+///
+/// A handle is used by one thread at a time (libcurl's rule); the owner (a listing worker or a download
+/// connection) keeps it for many requests so the TCP/TLS connection stays alive between them. Each request
+/// starts from `curl_easy_reset`, which clears options but keeps live connections, so no option leaks from one
+/// request into the next.
+final class CurlEasy {
+    /// What to send.
+    struct Request {
+        var method: String
+        var url: String
+        var headers: [String] = []
+        var body: [UInt8] = []
+        /// Largest body accepted into `Response.body` (listings); downloads stream through `onBody` instead.
+        var bodyLimit = 0
+    }
+
+    /// What came back. `body` holds the body when it was collected (listings, error pages: at most `bodyLimit`).
+    struct Response {
+        var status: Int
+        var headers: HTTPHeaders
+        var body: [UInt8]
+        /// Whether a `WWW-Authenticate: Digest` challenge came before this response (curl answered it).
+        var sawDigestChallenge = false
+    }
+
+    /// A libcurl failure, keeping libcurl's code: `curl 28 (Timeout was reached)`.
+    struct Failure: Error, CustomStringConvertible {
+        var code: Int32
+        var text: String
+        var description: String { "curl \(code) (\(text))" }
+
+        /// Whether the transport failed in a way another attempt may cure (the server, not our request).
+        var isTransient: Bool {
+            [CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_CONNECT, CURLE_OPERATION_TIMEDOUT, CURLE_GOT_NOTHING,
+             CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_PARTIAL_FILE, CURLE_HTTP2, CURLE_HTTP2_STREAM,
+             CURLE_SSL_CONNECT_ERROR].map { Int32($0.rawValue) }.contains(code)
+        }
+        var isCertificateProblem: Bool {
+            [CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM]
+                .map { Int32($0.rawValue) }.contains(code)
+        }
+        var isCancellation: Bool { code == Int32(CURLE_ABORTED_BY_CALLBACK.rawValue) }
+    }
+
+    private let handle: UnsafeMutableRawPointer
+    private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+
+    init() throws {
+        _ = Self.globalInit
+        guard let handle = curl_easy_init() else {
+            throw SourceError(.localIO, "cannot start libcurl (curl_easy_init failed; out of memory?)")
+        }
+        self.handle = handle
+    }
+
+    deinit {
+        curl_easy_cleanup(handle)
+        errorBuffer.deallocate()
+    }
+
+    /// Why a lazy static: `curl_global_init` is not thread-safe and must run exactly once, before any handle;
+    /// Swift runs a static initializer once, under a lock.
+    private static let globalInit: Bool = curl_global_init(Int(CURL_GLOBAL_ALL)) == CURLE_OK
+
+    /// Sends `request` and waits for the whole response, on the calling thread (never a cooperative one).
+    ///
+    /// `decide` sees the final status and headers before the first body byte and says where the body goes:
+    /// `true` streams it to `onBody` (a download), `false` collects at most `request.bodyLimit` bytes into
+    /// `Response.body` (a listing or an error page; beyond the limit the transfer fails with a protocol error).
+    /// An error thrown by either closure aborts the transfer and is rethrown as is.
+    func perform(
+        _ request: Request, settings: CurlSettings, cancelled: @escaping () -> Bool = { false },
+        decide: @escaping (Int, HTTPHeaders) throws -> Bool = { _, _ in false },
+        onBody: @escaping (UnsafeRawBufferPointer) throws -> Void = { _ in }
+    ) throws -> Response {
+        curl_easy_reset(handle)
+        let context = TransferContext(bodyLimit: request.bodyLimit, cancelled: cancelled, decide: decide, onBody: onBody)
+        // Why passUnretained is safe: `context` is kept alive until after curl_easy_perform returns
+        // (withExtendedLifetime below), and libcurl calls back only during perform.
+        let contextPointer = Unmanaged.passUnretained(context).toOpaque()
+        var headerList: UnsafeMutablePointer<curl_slist>?
+        defer { curl_slist_free_all(headerList) }
+        for header in request.headers { headerList = curl_slist_append(headerList, header) }
+
+        try set(CURLOPT_URL, request.url)
+        try set(CURLOPT_NOSIGNAL, 1)  // Why: libcurl must not use SIGALRM in a multithreaded process.
+        try set(CURLOPT_PROTOCOLS_STR, "http,https")
+        try set(CURLOPT_FOLLOWLOCATION, 0)  // Redirects are followed by HTTPClient, which checks the origin.
+        try set(CURLOPT_TCP_KEEPALIVE, 1)
+        try set(CURLOPT_CONNECTTIMEOUT, settings.connectTimeout)
+        // A stall timeout, not a total one: a big file may take hours, but a server that sends less than
+        // 1 byte/s for `stallTimeout` seconds is dead.
+        try set(CURLOPT_LOW_SPEED_LIMIT, 1)
+        try set(CURLOPT_LOW_SPEED_TIME, settings.stallTimeout)
+        try set(CURLOPT_BUFFERSIZE, 256 * 1024)
+        try check(folio_curl_setopt_ptr(handle, CURLOPT_ERRORBUFFER, UnsafeMutableRawPointer(errorBuffer)))
+        errorBuffer[0] = 0
+        if let certificates = settings.extraCertificates {
+            try check(certificates.withUnsafeBytes { folio_curl_setopt_blob(handle, CURLOPT_CAINFO_BLOB, $0.baseAddress, $0.count) })
+        }
+        if settings.insecureTLS {
+            try set(CURLOPT_SSL_VERIFYPEER, 0)
+            try set(CURLOPT_SSL_VERIFYHOST, 0)
+        }
+        switch settings.credentials {
+        case .none:
+            break
+        case .password(let user, let password, let scheme):
+            try set(CURLOPT_USERNAME, user)
+            try set(CURLOPT_PASSWORD, password)
+            let mask: UInt = switch scheme {
+            case .basic: UInt(folio_curlauth_basic)
+            case .digest: UInt(folio_curlauth_digest)
+            case .unknown: UInt(folio_curlauth_basic) | UInt(folio_curlauth_digest)
+            }
+            try set(CURLOPT_HTTPAUTH, Int(bitPattern: mask))
+        case .bearer(let token):
+            try set(CURLOPT_XOAUTH2_BEARER, token)
+            try set(CURLOPT_HTTPAUTH, Int(bitPattern: UInt(folio_curlauth_bearer)))
+        }
+        switch request.method {
+        case "GET": break
+        case "HEAD": try set(CURLOPT_NOBODY, 1)
+        default: try set(CURLOPT_CUSTOMREQUEST, request.method)
+        }
+        if !request.body.isEmpty {
+            try check(folio_curl_setopt_off_t(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count)))
+            try check(request.body.withUnsafeBytes {
+                folio_curl_setopt_ptr(handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: $0.baseAddress))
+            })
+        }
+        try check(folio_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList))
+        try check(folio_curl_setopt_data_cb(handle, CURLOPT_HEADERFUNCTION, curlHeaderCallback))
+        try check(folio_curl_setopt_ptr(handle, CURLOPT_HEADERDATA, contextPointer))
+        try check(folio_curl_setopt_data_cb(handle, CURLOPT_WRITEFUNCTION, curlWriteCallback))
+        try check(folio_curl_setopt_ptr(handle, CURLOPT_WRITEDATA, contextPointer))
+        try check(folio_curl_setopt_xferinfo_cb(handle, curlProgressCallback))
+        try check(folio_curl_setopt_ptr(handle, CURLOPT_XFERINFODATA, contextPointer))
+        try set(CURLOPT_NOPROGRESS, 0)
+
+        let code = withExtendedLifetime(context) { curl_easy_perform(handle) }
+        if let error = context.error { throw error }
+        guard code == CURLE_OK else { throw failure(code) }
+        // A response without a body (HEAD, 204, an empty file) never reached the write callback.
+        if !context.decided {
+            context.decided = true
+            _ = try context.decide(context.status, context.headers)
+        }
+        return Response(status: context.status, headers: context.headers, body: context.collected,
+                        sawDigestChallenge: context.sawDigestChallenge)
+    }
+
+    private func failure(_ code: CURLcode) -> Failure {
+        let detail = String(cString: errorBuffer)
+        let summary = String(cString: curl_easy_strerror(code))
+        return Failure(code: Int32(code.rawValue), text: detail.isEmpty || detail == summary ? summary : detail)
+    }
+
+    private func check(_ code: CURLcode) throws {
+        guard code == CURLE_OK else { throw failure(code) }
+    }
+
+    private func set(_ option: CURLoption, _ value: Int) throws {
+        try check(folio_curl_setopt_long(handle, option, value))
+    }
+
+    private func set(_ option: CURLoption, _ value: String) throws {
+        // libcurl copies string options (since 7.17), so the temporary C string may go after the call.
+        try check(folio_curl_setopt_string(handle, option, value))
+    }
+}
+
+/// The settings every request of one source shares.
+struct CurlSettings: Sendable {
+    enum AuthScheme: Sendable { case basic, digest, unknown }
+
+    /// Secrets; `description` never shows them.
+    enum Credentials: Sendable, CustomStringConvertible {
+        case none
+        case password(user: String, password: String, scheme: AuthScheme)
+        case bearer(String)
+
+        var description: String {
+            switch self {
+            case .none: "no credentials"
+            case .password(let user, _, _): "user \(user)"
+            case .bearer: "a bearer token"
+            }
+        }
+    }
+
+    var connectTimeout: Int
+    var stallTimeout: Int
+    /// PEM certificates trusted in addition to the system store (`ca-file`).
+    var extraCertificates: [UInt8]?
+    var insecureTLS: Bool
+    var credentials: Credentials
+}
+
+/// What the C callbacks of one transfer share with `perform`.
+private final class TransferContext {
+    let bodyLimit: Int
+    let cancelled: () -> Bool
+    let decide: (Int, HTTPHeaders) throws -> Bool
+    let onBody: (UnsafeRawBufferPointer) throws -> Void
+    var status = 0
+    var headers = HTTPHeaders()
+    var sawDigestChallenge = false
+    var decided = false
+    var streaming = false
+    var collected: [UInt8] = []
+    var error: (any Error)?
+
+    init(bodyLimit: Int, cancelled: @escaping () -> Bool, decide: @escaping (Int, HTTPHeaders) throws -> Bool,
+         onBody: @escaping (UnsafeRawBufferPointer) throws -> Void) {
+        self.bodyLimit = bodyLimit
+        self.cancelled = cancelled
+        self.decide = decide
+        self.onBody = onBody
+    }
+}
+
+/// Collects the header lines of the latest response (a 401 before Digest auth, or a 100 Continue, comes first).
+private func curlHeaderCallback(_ buffer: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?) -> Int {
+    let length = size * count
+    guard let buffer, let context else { return 0 }
+    let transfer = Unmanaged<TransferContext>.fromOpaque(context).takeUnretainedValue()
+    // Strip CR LF as bytes: in a Swift String "\r\n" is one Character, which hasSuffix("\n") does not match.
+    var bytes = UnsafeRawBufferPointer(start: buffer, count: length)[...]
+    while let last = bytes.last, last == 10 || last == 13 { bytes = bytes.dropLast() }
+    let text = String(decoding: bytes, as: UTF8.self)
+    if text.hasPrefix("HTTP/") {
+        let parts = text.split(separator: " ", maxSplits: 2)
+        transfer.status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+        transfer.headers = HTTPHeaders()
+    } else if let colon = text.firstIndex(of: ":") {
+        let name = text[..<colon].lowercased()
+        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        if name == "www-authenticate", value.lowercased().hasPrefix("digest") { transfer.sawDigestChallenge = true }
+        transfer.headers.append(name: name, value: value)
+    }
+    return length
+}
+
+/// Routes body bytes: to the caller's sink (a download) or into a bounded buffer (a listing, an error page).
+private func curlWriteCallback(_ buffer: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?) -> Int {
+    let length = size * count
+    guard let buffer, let context else { return 0 }
+    let transfer = Unmanaged<TransferContext>.fromOpaque(context).takeUnretainedValue()
+    let bytes = UnsafeRawBufferPointer(start: buffer, count: length)
+    do {
+        if !transfer.decided {
+            transfer.decided = true
+            transfer.streaming = try transfer.decide(transfer.status, transfer.headers)
+        }
+        if transfer.streaming {
+            try transfer.onBody(bytes)
+        } else {
+            let room = max(0, transfer.bodyLimit - transfer.collected.count)
+            // A listing that outgrows its bound is refused; an error page (or a redirect's body) is cut short.
+            if length > room, (200..<300).contains(transfer.status) { throw HTTPClient.BodyTooLarge() }
+            transfer.collected.append(contentsOf: bytes.prefix(room))
+        }
+        return length
+    } catch {
+        transfer.error = error
+        return 0  // Any count other than `length` makes libcurl stop with CURLE_WRITE_ERROR.
+    }
+}
+
+/// Lets a cancelled run stop a transfer even while the server sends nothing.
+private func curlProgressCallback(_ context: UnsafeMutableRawPointer?, _: curl_off_t, _: curl_off_t, _: curl_off_t, _: curl_off_t) -> Int32 {
+    guard let context else { return 0 }
+    return Unmanaged<TransferContext>.fromOpaque(context).takeUnretainedValue().cancelled() ? 1 : 0
+}

@@ -1,0 +1,190 @@
+import FolioCore
+import Foundation
+import Synchronization
+
+/// Sends the requests of one source: politeness (`HostGate`), bounded retries with backoff and jitter,
+/// redirects within the origin only, and every failure turned into one `SourceError`.
+///
+/// Shared by all the source's threads; each call runs on the caller's own (non-cooperative) thread with the
+/// caller's `CurlEasy`.
+final class HTTPClient: Sendable {
+    /// A collected body outgrew its bound.
+    struct BodyTooLarge: Error {}
+
+    let urls: SourceURL
+    let gate: HostGate
+    private let baseSettings: CurlSettings
+    /// Why a Mutex: the auth scheme is learnt from the first challenge by whichever thread sees it, then read
+    /// by all (Basic becomes pre-emptive, saving a round trip per request).
+    private let authScheme = Mutex(CurlSettings.AuthScheme.unknown)
+    private let hasPassword: Bool
+    private let hasCredentials: Bool
+
+    /// Attempts per request for transport errors, 5xx, 429 and 503.
+    static let maxAttempts = 4
+    /// The longest `Retry-After` or rate-limit reset Folio waits for; a longer one fails the request.
+    static let maxPause: TimeInterval = 300
+    static let maxRedirects = 5
+
+    init(urls: SourceURL, settings: CurlSettings, gate: HostGate) {
+        self.urls = urls
+        baseSettings = settings
+        self.gate = gate
+        if case .password = settings.credentials { hasPassword = true } else { hasPassword = false }
+        if case .none = settings.credentials { hasCredentials = false } else { hasCredentials = true }
+    }
+
+    private var settings: CurlSettings {
+        var settings = baseSettings
+        if case .password(let user, let password, _) = settings.credentials {
+            settings.credentials = .password(user: user, password: password, scheme: authScheme.withLock { $0 })
+        }
+        return settings
+    }
+
+    /// Sends a request, retrying what may pass on a later attempt; returns the final response whatever its
+    /// status (callers turn unexpected statuses into errors with `error(status:url:)`).
+    ///
+    /// `makeRequest` runs before every attempt, so a download can resume from the bytes it already has.
+    func send(
+        with easy: CurlEasy, cancelled: @escaping () -> Bool = { false },
+        makeRequest: () -> CurlEasy.Request,
+        decide: @escaping (Int, HTTPHeaders) throws -> Bool = { _, _ in false },
+        onBody: @escaping (UnsafeRawBufferPointer) throws -> Void = { _ in }
+    ) throws -> CurlEasy.Response {
+        var attempt = 0
+        var redirects = 0
+        var redirectedURL: String?
+        while true {
+            var request = makeRequest()
+            let originalURL = request.url
+            if let redirectedURL { request.url = redirectedURL }
+            guard gate.enter(cancelled: cancelled) else { throw cancelledError(request.url) }
+            let response: CurlEasy.Response
+            do {
+                defer { gate.leave() }
+                response = try easy.perform(request, settings: settings, cancelled: cancelled, decide: decide, onBody: onBody)
+            } catch let failure as CurlEasy.Failure {
+                if failure.isCancellation || cancelled() { throw cancelledError(request.url) }
+                attempt += 1
+                if failure.isTransient, attempt < Self.maxAttempts {
+                    Thread.sleep(forTimeInterval: Self.backoff(attempt: attempt))
+                    continue
+                }
+                throw transportError(failure, url: request.url)
+            } catch is BodyTooLarge {
+                throw SourceError(.protocolViolation, "\(request.url) answered more than \(request.bodyLimit >> 20) MiB for a listing; refused")
+            }
+            noteRateLimit(response.headers)
+            learnAuthScheme(response)
+            switch response.status {
+            case 301, 302, 303, 307, 308:
+                guard let location = response.headers["location"] else { return response }
+                let target = resolve(location, against: request.url)
+                guard urls.isSameOrigin(target) else {
+                    throw SourceError(.protocolViolation, "\(originalURL) redirects to \(target), another origin; Folio follows redirects only within \(urls.origin) (credentials stay there): point the source at the new URL if you trust it")
+                }
+                redirects += 1
+                guard redirects <= Self.maxRedirects else {
+                    throw SourceError(.protocolViolation, "\(originalURL) redirects more than \(Self.maxRedirects) times; check the server's configuration")
+                }
+                redirectedURL = target
+                continue
+            case 429, 503:
+                attempt += 1
+                let wait = Self.retryAfter(response.headers["retry-after"]) ?? Self.backoff(attempt: attempt)
+                if wait > Self.maxPause {
+                    throw SourceError(.unreachable, "\(request.url) asks Folio to wait \(Int(wait)) s (HTTP \(response.status) Retry-After); try again later", underlying: "HTTP \(response.status)")
+                }
+                guard attempt < Self.maxAttempts else { throw error(status: response.status, url: request.url) }
+                // Why pause the whole host, not just this request: the server asked everyone to slow down.
+                gate.pause(until: Date() + wait)
+                continue
+            case 500, 502, 504...599:
+                attempt += 1
+                guard attempt < Self.maxAttempts else { return response }
+                Thread.sleep(forTimeInterval: Self.backoff(attempt: attempt))
+                continue
+            default:
+                return response
+            }
+        }
+    }
+
+    /// The error for a final response that is not what the caller needed.
+    func error(status: Int, url: String, path: RelativePath? = nil) -> SourceError {
+        let underlying = "HTTP \(status)"
+        switch status {
+        case 401 where hasCredentials:
+            return SourceError(.authentication, "\(url) refused the credentials (HTTP 401); check username, password-file or token-file", path: path, underlying: underlying)
+        case 401:
+            return SourceError(.authentication, "\(url) requires authentication (HTTP 401); set username and password-file, or token-file", path: path, underlying: underlying)
+        case 403:
+            return SourceError(.permission, "\(url) is forbidden (HTTP 403); check the server's permissions for this user", path: path, underlying: underlying)
+        case 404, 410:
+            return SourceError(.notFound, "\(url) does not exist (HTTP \(status)); check the URL", path: path, underlying: underlying)
+        case 429, 503:
+            return SourceError(.unreachable, "\(url) kept refusing requests (HTTP \(status)) after \(Self.maxAttempts) attempts; try again later or lower requests-per-second", path: path, underlying: underlying)
+        case 500, 502...599:
+            return SourceError(.unreachable, "\(url) failed with a server error (HTTP \(status)) after \(Self.maxAttempts) attempts; check the server", path: path, underlying: underlying)
+        default:
+            return SourceError(.protocolViolation, "\(url) answered HTTP \(status), which Folio did not expect here", path: path, underlying: underlying)
+        }
+    }
+
+    private func transportError(_ failure: CurlEasy.Failure, url: String) -> SourceError {
+        if failure.isCertificateProblem {
+            return SourceError(.authentication, "the TLS certificate of \(url) is not trusted: \(failure); add its CA with ca-file", underlying: failure.description)
+        }
+        if failure.isTransient {
+            return SourceError(.unreachable, "cannot reach \(url): \(failure); check that the server is up and the URL is right", underlying: failure.description)
+        }
+        return SourceError(.protocolViolation, "request to \(url) failed: \(failure)", underlying: failure.description)
+    }
+
+    private func cancelledError(_ url: String) -> SourceError {
+        SourceError(.cancelled, "cancelled while talking to \(url)", isRetryable: true)
+    }
+
+    /// `X-RateLimit-Remaining: 0` with `X-RateLimit-Reset` (seconds from now, or an epoch time) pauses the host
+    /// before the server starts refusing.
+    private func noteRateLimit(_ headers: HTTPHeaders) {
+        guard let remaining = headers["x-ratelimit-remaining"].flatMap({ Int($0) }), remaining <= 0,
+              let reset = headers["x-ratelimit-reset"].flatMap({ Double($0) }) else { return }
+        let now = Date()
+        let until = reset > 1_000_000_000 ? Date(timeIntervalSince1970: reset) : now + reset
+        gate.pause(until: min(until, now + Self.maxPause))
+    }
+
+    private func learnAuthScheme(_ response: CurlEasy.Response) {
+        guard hasPassword, response.status != 401, response.status < 500 else { return }
+        guard authScheme.withLock({ $0 }) == .unknown else { return }
+        // curl negotiated; a 2xx after a Digest challenge means Digest, otherwise Basic worked pre-emptively.
+        let scheme: CurlSettings.AuthScheme = response.sawDigestChallenge ? .digest : .basic
+        authScheme.withLock { $0 = scheme }
+    }
+
+    /// Resolves a `Location` against the request URL (absolute, origin-relative or path-relative).
+    private func resolve(_ location: String, against url: String) -> String {
+        if location.contains("://") { return location }
+        if location.hasPrefix("//") { return urls.scheme + ":" + location }
+        if location.hasPrefix("/") { return urls.origin + location }
+        let folder = url[..<(url.lastIndex(of: "/") ?? url.endIndex)]
+        return folder + "/" + location
+    }
+
+    /// Seconds to wait before attempt `attempt + 1`: exponential from 0.5 s, capped at 8 s, with ±50 % jitter
+    /// so that many workers do not retry in step.
+    static func backoff(attempt: Int) -> TimeInterval {
+        let base = min(8, 0.5 * pow(2, Double(attempt - 1)))
+        return base * Double.random(in: 0.5...1.5)
+    }
+
+    /// `Retry-After` as seconds or as an HTTP date.
+    static func retryAfter(_ value: String?) -> TimeInterval? {
+        guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        if let seconds = Int(value) { return TimeInterval(max(0, seconds)) }
+        guard let date = HTTPDate.parse(value) else { return nil }
+        return max(0, TimeInterval(date) - Date().timeIntervalSince1970)
+    }
+}

@@ -1,0 +1,119 @@
+import FolioCore
+import Foundation
+import Synchronization
+
+/// A web server as a source: WebDAV (PROPFIND) or plain folder index pages (nginx/Apache autoindex), over
+/// libcurl.
+///
+/// `webdav = "auto"` (the default) sends OPTIONS on the first snapshot and uses WebDAV when the answer carries a
+/// `DAV` header. Entries carry the server's ETag as their validator when it gives one (WebDAV `getetag`, or the
+/// HEAD that index pages need anyway), so an edit that keeps size and time is still seen. Downloads resume with
+/// `Range` + `If-Range` and refuse a file whose ETag, size or time changed since the listing.
+///
+/// At most `max(transfers, 8)` requests are in flight to the host at once, each worker keeping its connection
+/// alive; 429/503 `Retry-After` and `X-RateLimit-*` pause every worker; `requests-per-second` spaces requests.
+///
+/// Symbolic links are the server's business (it serves what they point to), so `ListingOptions.symlinks` does
+/// not apply; index pages carry no ETag for files listed from nginx's JSON format (see `IndexLister`).
+public struct HTTPSource: Source {
+    public let displayName: String
+    private let client: HTTPClient
+    private let webdav: Bool?
+    private let detected = DetectedMode()
+    private let insecureTLS: Bool
+
+    /// Builds the source without touching the network; reads the secret and CA files named in `settings`.
+    ///
+    /// - Parameters:
+    ///   - location: an `.http` location.
+    ///   - timeout: seconds to connect, and seconds without a byte before a transfer counts as stalled.
+    ///   - transfers: the number of download workers (each opens one connection).
+    public init(location: SourceLocation, settings: SourceSettings, timeout: Int, transfers: Int) throws {
+        guard case .http(let secure, let host, let port, let path, let url) = location.kind else {
+            throw SourceError(.protocolViolation, "\(location) is not an http:// or https:// URL")
+        }
+        displayName = url
+        let credentials: CurlSettings.Credentials
+        switch (settings.username, settings.passwordFile, settings.tokenFile) {
+        case (nil, nil, nil):
+            credentials = .none
+        case (nil, nil, let tokenFile?):
+            credentials = .bearer(try SecretFile.read(tokenFile, what: "token-file"))
+        case (let user?, let passwordFile?, nil):
+            credentials = .password(user: user, password: try SecretFile.read(passwordFile, what: "password-file"), scheme: .unknown)
+        case (_, _, _?):
+            throw SourceError(.authentication, "source \(url) sets token-file together with username or password-file; use one: a bearer token, or username + password-file")
+        case (_?, nil, nil):
+            throw SourceError(.authentication, "source \(url) sets username but no password-file; add password-file")
+        case (nil, _?, nil):
+            throw SourceError(.authentication, "source \(url) sets password-file but no username; add username")
+        }
+        var certificates: [UInt8]?
+        if let caFile = settings.caFile {
+            guard let data = FileManager.default.contents(atPath: caFile), !data.isEmpty else {
+                throw SourceError(.localIO, "cannot read ca-file \(caFile) for \(url); check that it exists and holds PEM certificates")
+            }
+            certificates = Array(data)
+        }
+        insecureTLS = settings.insecureTLS
+        webdav = settings.webdav
+        let timeout = max(1, timeout)
+        let curlSettings = CurlSettings(connectTimeout: timeout, stallTimeout: timeout, extraCertificates: certificates,
+                                        insecureTLS: settings.insecureTLS, credentials: credentials)
+        client = HTTPClient(urls: SourceURL(secure: secure, host: host, port: port, path: path), settings: curlSettings,
+                            gate: HostGate(limit: max(transfers, 8), requestsPerSecond: settings.requestsPerSecond))
+    }
+
+    public var features: SourceFeatures { SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true) }
+
+    public func snapshot(options: ListingOptions) async throws -> Snapshot {
+        let threads = max(1, options.parallelism)
+        var builder: SnapshotBuilder
+        if try await usesWebDAV() {
+            builder = try await WebDAVLister(client: client, exclude: options.exclude).snapshot(threads: threads)
+        } else {
+            builder = try await IndexLister(client: client, exclude: options.exclude).snapshot(threads: threads)
+        }
+        if insecureTLS {
+            builder.note(ListingIssue(path: displayName, kind: .warning(
+                "insecure-tls = true: the server's certificate is not checked, so anyone on the network path can pose as it; use ca-file instead")))
+        }
+        return builder.finish()
+    }
+
+    public func makeConnection() throws -> any SourceConnection {
+        try HTTPConnection(client: client)
+    }
+
+    /// The configured mode, else the one OPTIONS found on an earlier snapshot, else asks the server now.
+    private func usesWebDAV() async throws -> Bool {
+        if let webdav { return webdav }
+        if let known = detected.value.withLock({ $0 }) { return known }
+        let client = self.client
+        // Why a dedicated queue: the OPTIONS request blocks in libcurl.
+        let found: Bool = try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue(label: "folio.http.detect").async {
+                continuation.resume(with: Result { try Self.probe(client) })
+            }
+        }
+        detected.value.withLock { $0 = found }
+        return found
+    }
+
+    private static func probe(_ client: HTTPClient) throws -> Bool {
+        let easy = try CurlEasy()
+        let url = client.urls.url(for: .root, folder: true)
+        let response = try client.send(with: easy, makeRequest: { CurlEasy.Request(method: "OPTIONS", url: url, bodyLimit: 64 << 10) })
+        if response.headers["dav"] != nil { return true }
+        switch response.status {
+        case 401, 404, 410: throw client.error(status: response.status, url: url)
+        default: return false
+        }
+    }
+}
+
+/// What auto-detection found, shared by copies of one `HTTPSource`.
+private final class DetectedMode: Sendable {
+    /// Why a Mutex: concurrent snapshots of one source may detect at once; either answer is the same.
+    let value = Mutex<Bool?>(nil)
+}

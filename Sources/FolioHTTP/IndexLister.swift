@@ -1,0 +1,102 @@
+import FolioCore
+import Foundation
+
+/// Lists a tree from a plain web server's folder index pages (nginx or Apache autoindex, HTML or nginx JSON).
+///
+/// A link counts only when it names one child of the folder (after percent-decoding and the same checks as
+/// WebDAV hrefs); parent, sort and foreign links are ignored. HTML gives no exact size or time, so every file
+/// from an HTML page gets a HEAD (queued as its own job, so HEADs run in parallel on all workers), which also
+/// brings the file's ETag. nginx's JSON index gives sizes and times to the second and needs no HEAD; its files
+/// carry no ETag (a HEAD per file only for the ETag would cost a request per file on every run).
+struct IndexLister: Sendable {
+    let client: HTTPClient
+    let exclude: ExcludeFilter
+
+    static let pageLimit = 64 << 20
+
+    /// Lists the whole tree.
+    func snapshot(threads: Int) async throws -> SnapshotBuilder {
+        try await ListingWalk.run(threads: threads, root: .folder(.root)) { job, easy, walk in
+            switch job {
+            case .folder(let folder): try list(folder, easy: easy, walk: walk)
+            case .head(let file): try head(file, easy: easy, walk: walk)
+            }
+        }
+    }
+
+    private func list(_ folder: RelativePath, easy: CurlEasy, walk: ListingWalk) throws {
+        let url = client.urls.url(for: folder, folder: true)
+        let response = try client.send(with: easy, cancelled: { walk.isStopped }, makeRequest: {
+            CurlEasy.Request(method: "GET", url: url, bodyLimit: Self.pageLimit)
+        })
+        guard response.status == 200 else {
+            if folder.isRoot, response.status == 404 || response.status == 410 {
+                throw SourceError(.notFound, "source folder \(url) does not exist (HTTP \(response.status)); check the URL", underlying: "HTTP \(response.status)")
+            }
+            throw client.error(status: response.status, url: url, path: folder)
+        }
+        let links: [IndexPageParser.Link]
+        do {
+            links = try IndexPageParser.parse(response.body, contentType: response.headers["content-type"])
+        } catch {
+            throw SourceError(.protocolViolation, "index page \(url): \(error)", path: folder)
+        }
+        let folderNames = folder.components.map(Array.init)
+        let base = client.urls.rootNames + folderNames
+        var entries: [Entry] = []
+        var issues: [ListingIssue] = []
+        var seen = Set<[UInt8]>()
+        for link in links {
+            guard let names = try? client.urls.names(ofHref: link.href, base: base),
+                  names.count == folderNames.count + 1, Array(names[..<folderNames.count]) == folderNames else { continue }
+            let path: RelativePath
+            do {
+                path = try folder.appending(name: names[folderNames.count])
+            } catch {
+                issues.append(ListingIssue(path: RelativePath.display(Array(names.joined(separator: [UInt8(ascii: "/")]))), kind: .skipped("\(error)")))
+                continue
+            }
+            if !exclude.isEmpty, exclude.excludes(path, isFolder: link.isFolder) { continue }
+            guard seen.insert(path.bytes).inserted else {
+                issues.append(ListingIssue(path: path.description, kind: .skipped("listed twice by the index page; kept the first")))
+                continue
+            }
+            let mtime = link.lastModified.flatMap(HTTPDate.parse).map { FileTime(seconds: $0) }
+            if link.isFolder {
+                entries.append(Entry(path: path, kind: .folder, mtime: mtime ?? .unknown, precision: .second))
+                walk.push(.folder(path))
+            } else if let size = link.size, let mtime {
+                entries.append(Entry(path: path, kind: .file, size: size, mtime: mtime, precision: .second))
+            } else {
+                walk.push(.head(path))
+            }
+        }
+        walk.add(entries, issues: issues)
+    }
+
+    private func head(_ file: RelativePath, easy: CurlEasy, walk: ListingWalk) throws {
+        let url = client.urls.url(for: file, folder: false)
+        let response = try client.send(with: easy, cancelled: { walk.isStopped }, makeRequest: {
+            CurlEasy.Request(method: "HEAD", url: url)
+        })
+        guard response.status == 200 else { throw client.error(status: response.status, url: url, path: file) }
+        guard let size = try response.headers["content-length"].flatMap({ Int64($0) }) ?? sizeFromRange(url, file: file, easy: easy, walk: walk) else {
+            throw SourceError(.protocolViolation, "HEAD and a one-byte GET of \(url) gave no size; cannot tell the file's size", path: file)
+        }
+        let mtime = response.headers["last-modified"].flatMap(HTTPDate.parse).map { FileTime(seconds: $0) } ?? .unknown
+        walk.add([Entry(path: file, kind: .file, size: size, mtime: mtime, precision: .second, validator: response.headers["etag"])])
+    }
+
+    /// Some servers (Apache for an empty file) answer HEAD without Content-Length; a GET of the first byte tells
+    /// the size in its Content-Range (`bytes 0-0/N`, or `bytes */0` with 416 for an empty file).
+    private func sizeFromRange(_ url: String, file: RelativePath, easy: CurlEasy, walk: ListingWalk) throws -> Int64? {
+        let response = try client.send(with: easy, cancelled: { walk.isStopped }, makeRequest: {
+            CurlEasy.Request(method: "GET", url: url, headers: ["Range: bytes=0-0"], bodyLimit: 1)
+        })
+        switch response.status {
+        case 206, 416: return response.headers["content-range"].flatMap { $0.split(separator: "/").last }.flatMap { Int64($0) }
+        case 200: return response.headers["content-length"].flatMap { Int64($0) } ?? Int64(response.body.count)
+        default: throw client.error(status: response.status, url: url, path: file)
+        }
+    }
+}

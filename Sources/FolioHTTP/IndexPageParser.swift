@@ -1,0 +1,125 @@
+import Foundation
+
+/// Reads a web server's folder index: nginx's and Apache's autoindex HTML, and nginx's JSON autoindex.
+///
+/// HTML pages give names and kinds only: their dates are to the minute and Apache's sizes are rounded
+/// ("1.2K"), so files listed from HTML get their size, time and ETag from a HEAD each. The JSON format gives
+/// exact sizes and times to the second, so it needs no HEAD (and the entries carry no ETag).
+enum IndexPageParser {
+    /// One link of the page; `href` is still percent-encoded, HTML entities decoded.
+    struct Link {
+        var href: String
+        var isFolder: Bool
+        var size: Int64?
+        var lastModified: String?
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// The links of a page, JSON or HTML by its content type (or its first byte).
+    static func parse(_ body: [UInt8], contentType: String?) throws -> [Link] {
+        let isJSON = contentType?.lowercased().contains("json") ?? (body.first == UInt8(ascii: "["))
+        return isJSON ? try parseJSON(body) : parseHTML(body)
+    }
+
+    /// nginx `autoindex_format json`: `[{"name":"a","type":"file","mtime":"<HTTP date>","size":1}, …]`.
+    static func parseJSON(_ body: [UInt8]) throws -> [Link] {
+        struct Item: Decodable {
+            var name: String
+            var type: String
+            var mtime: String?
+            var size: Int64?
+        }
+        let items: [Item]
+        do {
+            items = try JSONDecoder().decode([Item].self, from: Data(body))
+        } catch {
+            throw Failure(description: "the JSON index is malformed (\(error))")
+        }
+        // The JSON gives decoded names; encode them so every link goes through the same href checks.
+        return items.compactMap { item in
+            guard item.type == "file" || item.type == "directory" else { return nil }
+            let encoded = SourceURL.encode(Array(item.name.utf8)[...])
+            return Link(href: encoded + (item.type == "directory" ? "/" : ""), isFolder: item.type == "directory",
+                        size: item.size, lastModified: item.mtime)
+        }
+    }
+
+    /// Every `<a href="…">` of the page. Sort links (`?C=N;O=D`), the parent link and links elsewhere are
+    /// dropped later, by the lister, as they name no child of the folder.
+    static func parseHTML(_ body: [UInt8]) -> [Link] {
+        var links: [Link] = []
+        let lower = body.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }
+        var index = 0
+        let anchor = Array("<a ".utf8), hrefKey = Array("href=".utf8)
+        while let start = find(anchor, in: lower, from: index) {
+            guard let close = lower[start...].firstIndex(of: UInt8(ascii: ">")) else { break }
+            index = close + 1
+            guard let key = find(hrefKey, in: lower, from: start), key < close else { continue }
+            var valueStart = key + hrefKey.count
+            var valueEnd: Int
+            if valueStart < close, lower[valueStart] == UInt8(ascii: "\"") || lower[valueStart] == UInt8(ascii: "'") {
+                let quote = lower[valueStart]
+                valueStart += 1
+                valueEnd = lower[valueStart..<close].firstIndex(of: quote) ?? close
+            } else {
+                valueEnd = lower[valueStart..<close].firstIndex(where: { $0 == UInt8(ascii: " ") }) ?? close
+            }
+            let href = decodeEntities(String(decoding: body[valueStart..<valueEnd], as: UTF8.self))
+            guard !href.isEmpty, !href.hasPrefix("?"), !href.hasPrefix("#") else { continue }
+            links.append(Link(href: href, isFolder: href.hasSuffix("/")))
+        }
+        return links
+    }
+
+    private static func find(_ needle: [UInt8], in haystack: [UInt8], from start: Int) -> Int? {
+        guard needle.count <= haystack.count else { return nil }
+        var i = start
+        while i + needle.count <= haystack.count {
+            if haystack[i] == needle[0], haystack[i..<(i + needle.count)].elementsEqual(needle) { return i }
+            i += 1
+        }
+        return nil
+    }
+
+    /// `&amp;`, `&lt;`, `&gt;`, `&quot;`, `&#39;`, `&#NN;` and `&#xNN;`: what autoindex pages put in hrefs.
+    static func decodeEntities(_ text: String) -> String {
+        guard text.contains("&") else { return text }
+        var out = ""
+        var rest = Substring(text)
+        while let amp = rest.firstIndex(of: "&") {
+            out += rest[..<amp]
+            let after = rest[rest.index(after: amp)...]
+            guard let semicolon = after.prefix(10).firstIndex(of: ";") else {
+                out += "&"
+                rest = after
+                continue
+            }
+            let name = after[..<semicolon]
+            var replacement: String?
+            switch name {
+            case "amp": replacement = "&"
+            case "lt": replacement = "<"
+            case "gt": replacement = ">"
+            case "quot": replacement = "\""
+            case "apos": replacement = "'"
+            default:
+                if name.hasPrefix("#x") || name.hasPrefix("#X") {
+                    replacement = UInt32(name.dropFirst(2), radix: 16).flatMap(Unicode.Scalar.init).map { String($0) }
+                } else if name.hasPrefix("#") {
+                    replacement = UInt32(name.dropFirst()).flatMap(Unicode.Scalar.init).map { String($0) }
+                }
+            }
+            if let replacement {
+                out += replacement
+                rest = after[after.index(after: semicolon)...]
+            } else {
+                out += "&"
+                rest = after
+            }
+        }
+        return out + rest
+    }
+}

@@ -1,0 +1,142 @@
+import FolioCore
+import Foundation
+
+/// Lists a WebDAV tree with PROPFIND, asking only for the four properties Folio uses.
+///
+/// It first tries one `Depth: infinity` request at the root (one round trip for the whole tree); servers that
+/// refuse it (403, as nginx and Apache do by default) are walked with `Depth: 1` per folder, many in flight.
+/// Every href must name the folder itself or one child of it (or, for infinity, a path below the root);
+/// anything else makes the folder's listing a protocol error, never a path.
+struct WebDAVLister: Sendable {
+    let client: HTTPClient
+    let exclude: ExcludeFilter
+
+    /// Responses are bounded: a folder of 100,000 entries is about 40 MiB of multistatus.
+    static let depthOneLimit = 64 << 20
+    static let infinityLimit = 512 << 20
+
+    private static let query = Array("""
+        <?xml version="1.0" encoding="utf-8"?>
+        <D:propfind xmlns:D="DAV:"><D:prop><D:resourcetype/><D:getcontentlength/><D:getlastmodified/><D:getetag/></D:prop></D:propfind>
+        """.utf8)
+
+    /// Lists the whole tree.
+    func snapshot(threads: Int) async throws -> SnapshotBuilder {
+        try await ListingWalk.run(threads: threads, root: .folder(.root)) { job, easy, walk in
+            guard case .folder(let folder) = job else { return }
+            try list(folder, easy: easy, walk: walk)
+        }
+    }
+
+    private func list(_ folder: RelativePath, easy: CurlEasy, walk: ListingWalk) throws {
+        if folder.isRoot, let responses = try propfind(.root, depth: "infinity", easy: easy, walk: walk) {
+            let folders = try take(responses, in: .root, infinite: true, walk: walk)
+            // A server that quietly answers infinity with depth 1 would hide the tree's deeper levels: when
+            // nothing deeper than the root's children came back, list those subfolders one by one.
+            if !folders.isEmpty, !folders.contains(where: { $0.depth > 1 }), !responsesGoDeeper(responses) {
+                folders.forEach { walk.push(.folder($0)) }
+            }
+            return
+        }
+        let responses = try propfind(folder, depth: "1", easy: easy, walk: walk) ?? []
+        for subfolder in try take(responses, in: folder, infinite: false, walk: walk) { walk.push(.folder(subfolder)) }
+    }
+
+    private func responsesGoDeeper(_ responses: [MultistatusParser.Response]) -> Bool {
+        responses.contains { ((try? client.urls.names(ofHref: $0.href))?.count ?? 0) > 1 }
+    }
+
+    /// The responses of one PROPFIND, or nil when the server refuses `Depth: infinity` (403 and the like).
+    private func propfind(_ folder: RelativePath, depth: String, easy: CurlEasy, walk: ListingWalk) throws -> [MultistatusParser.Response]? {
+        let url = client.urls.url(for: folder, folder: true)
+        let limit = depth == "1" ? Self.depthOneLimit : Self.infinityLimit
+        let response = try client.send(with: easy, cancelled: { walk.isStopped }, makeRequest: {
+            CurlEasy.Request(method: "PROPFIND", url: url,
+                             headers: ["Depth: \(depth)", "Content-Type: application/xml; charset=utf-8", "Expect:"],
+                             body: Self.query, bodyLimit: limit)
+        })
+        switch response.status {
+        case 207:
+            do {
+                return try MultistatusParser.parse(response.body)
+            } catch {
+                throw SourceError(.protocolViolation, "PROPFIND \(url): \(error)", path: folder)
+            }
+        case 400, 403, 501:
+            guard depth == "infinity" else { throw client.error(status: response.status, url: url, path: folder) }
+            return nil
+        case 404 where folder.isRoot, 410 where folder.isRoot:
+            throw SourceError(.notFound, "source folder \(url) does not exist (HTTP \(response.status)); check the URL", underlying: "HTTP \(response.status)")
+        default:
+            throw client.error(status: response.status, url: url, path: folder)
+        }
+    }
+
+    /// Turns responses into entries (added to `walk`) and returns the subfolders found.
+    private func take(_ responses: [MultistatusParser.Response], in folder: RelativePath, infinite: Bool, walk: ListingWalk) throws -> [RelativePath] {
+        let url = client.urls.url(for: folder, folder: true)
+        let folderNames = folder.components.map(Array.init)
+        var entries: [Entry] = []
+        var issues: [ListingIssue] = []
+        var subfolders: [RelativePath] = []
+        var seen = Set<[UInt8]>()
+        for response in responses {
+            let names: [[UInt8]]
+            do {
+                names = try client.urls.names(ofHref: response.href)
+            } catch {
+                throw SourceError(.protocolViolation, "PROPFIND \(url) listed href \"\(RelativePath.display(response.href.utf8))\", which \(error); refused this folder's listing", path: folder)
+            }
+            if names == folderNames {
+                if folder.isRoot, response.hasProperties, !response.isCollection {
+                    throw SourceError(.notFound, "source \(url) is a file, not a folder; give a folder's URL", path: folder)
+                }
+                continue
+            }
+            guard names.count > folderNames.count, Array(names[..<folderNames.count]) == folderNames,
+                  infinite || names.count == folderNames.count + 1 else {
+                throw SourceError(.protocolViolation, "PROPFIND \(url) listed href \"\(RelativePath.display(response.href.utf8))\", which is not inside the folder; refused this folder's listing", path: folder)
+            }
+            var path = folder
+            var excluded = false
+            var invalid = false
+            for (index, name) in names[folderNames.count...].enumerated() {
+                do {
+                    path = try path.appending(name: name)
+                } catch {
+                    issues.append(ListingIssue(path: RelativePath.display(Array(names.joined(separator: [UInt8(ascii: "/")]))), kind: .skipped("\(error)")))
+                    invalid = true
+                    break
+                }
+                let isLast = folderNames.count + index == names.count - 1
+                if !exclude.isEmpty, exclude.excludes(path, isFolder: !isLast || response.isCollection) {
+                    excluded = true
+                    break
+                }
+            }
+            if invalid || excluded { continue }
+            guard seen.insert(path.bytes).inserted else {
+                issues.append(ListingIssue(path: path.description, kind: .skipped("listed twice by the server; kept the first")))
+                continue
+            }
+            guard response.hasProperties else {
+                issues.append(ListingIssue(path: path.description, kind: .unreadable("the server gave no properties for it")))
+                continue
+            }
+            let mtime = response.lastModified.flatMap(HTTPDate.parse).map { FileTime(seconds: $0) } ?? .unknown
+            if response.isCollection {
+                entries.append(Entry(path: path, kind: .folder, mtime: mtime, precision: .second))
+                subfolders.append(path)
+            } else if let size = response.contentLength, size >= 0 {
+                entries.append(Entry(path: path, kind: .file, size: size, mtime: mtime, precision: .second, validator: response.etag))
+            } else {
+                issues.append(ListingIssue(path: path.description, kind: .unreadable("the server gave no size (getcontentlength) for it")))
+            }
+        }
+        if folder.isRoot, responses.isEmpty {
+            throw SourceError(.protocolViolation, "PROPFIND \(url) answered an empty multistatus; refused", path: folder)
+        }
+        walk.add(entries, issues: issues)
+        return subfolders
+    }
+}

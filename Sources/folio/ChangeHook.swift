@@ -1,0 +1,142 @@
+import Dispatch
+import FolioCore
+import Foundation
+import Glibc
+import Logging
+import Synchronization
+
+/// A target's `on-change` command, run once after a run that changed something, with the changed paths on its
+/// standard input (one per line: names cannot hold control characters, see `RelativePath`). Its failure is
+/// logged and never retried: the next run that changes something runs it again.
+struct ChangeHook: Sendable {
+    /// The command as configured, `{target}` still in it.
+    let command: [String]
+    let target: String
+
+    /// The argument vector with `{target}` replaced by the target's name.
+    var arguments: [String] { command.map { $0.replacingOccurrences(of: "{target}", with: target) } }
+
+    /// Runs the command and waits for it; cancelling the task sends it SIGTERM.
+    func run(changedPaths: [RelativePath], logger: Logger) async {
+        let arguments = self.arguments
+        let input = changedPaths.flatMap { $0.bytes + [UInt8(ascii: "\n")] }
+        let pid: pid_t
+        let stdinWriter: Int32
+        switch Self.spawn(arguments) {
+        case .failure(let message):
+            logger.warning("\(target): on-change hook \(arguments[0]) could not start: \(message); it is not retried")
+            return
+        case .success(let started):
+            (pid, stdinWriter) = started
+        }
+        // Why a lock and a flag: a pid may be signalled only until it is reaped (then the kernel may give it to
+        // another process). The waiter reaps under the lock after setting `reaped`; signals are sent under the
+        // same lock only while it is false.
+        let reaped = Locked(false)
+        let status: Int32 = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                // Writing to a pipe and waiting for a child block: on a dispatch thread, never on the cooperative pool.
+                DispatchQueue.global().async {
+                    Self.writeAll(input, to: stdinWriter)
+                    close(stdinWriter)
+                    var info = siginfo_t()
+                    // Wait for the exit without reaping: the zombie keeps the pid reserved until the lock below.
+                    while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
+                    let status = reaped.withLock { reaped in
+                        reaped = true
+                        var status: Int32 = 0
+                        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+                        return status
+                    }
+                    continuation.resume(returning: status)
+                }
+            }
+        } onCancel: {
+            // The daemon is stopping and must not leave a child behind: SIGTERM now, SIGKILL if it lingers, so the
+            // stop stays within its 10 s.
+            Self.signal(pid, SIGTERM, unless: reaped)
+            DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(Self.killAfterSeconds)) {
+                Self.signal(pid, SIGKILL, unless: reaped)
+            }
+        }
+        let exited = status & 0x7f == 0
+        if exited && (status >> 8) & 0xff == 0 {
+            logger.info("\(target): on-change hook \(arguments[0]) ran for \(changedPaths.count) changed paths")
+        } else if exited {
+            logger.warning("\(target): on-change hook \(arguments[0]) exited with status \((status >> 8) & 0xff); it is not retried (the next change runs it again)")
+        } else {
+            logger.warning("\(target): on-change hook \(arguments[0]) was killed by signal \(status & 0x7f); it is not retried")
+        }
+    }
+
+    /// How long a hook may take to end after SIGTERM when the daemon stops.
+    private static let killAfterSeconds = 4
+
+    private static func signal(_ pid: pid_t, _ number: Int32, unless reaped: Locked<Bool>) {
+        reaped.withLock { reaped in
+            if !reaped { kill(pid, number) }
+        }
+    }
+
+    private enum Spawned {
+        case success((pid_t, Int32))
+        case failure(String)
+    }
+
+    /// Why a lock around pipe and spawn: Glibc's module does not export pipe2, so the pipe is made close-on-exec
+    /// in a second step; were two hooks spawned at once, one child could inherit the other's write end and that
+    /// hook would never see the end of its input. Spawning one at a time closes that window.
+    private static let spawnLock = Mutex(())
+
+    /// Starts the command with a pipe on its standard input; its output goes where the daemon's goes (the journal).
+    private static func spawn(_ arguments: [String]) -> Spawned {
+        spawnLock.withLock { _ in spawnLocked(arguments) }
+    }
+
+    private static func spawnLocked(_ arguments: [String]) -> Spawned {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { return .failure(String(cString: strerror(errno))) }
+        _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
+        _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        // dup2 clears O_CLOEXEC on the child's stdin; both pipe ends are otherwise closed at exec.
+        posix_spawn_file_actions_adddup2(&actions, fds[0], STDIN_FILENO)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // The daemon ignores SIGPIPE; the hook gets the default dispositions back.
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        sigaddset(&defaults, SIGPIPE)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF))
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
+        argv.append(nil)
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, argv[0]!, &actions, &attributes, argv, environ)
+        close(fds[0])
+        guard result == 0 else {
+            close(fds[1])
+            return .failure(String(cString: strerror(result)))
+        }
+        return .success((pid, fds[1]))
+    }
+
+    /// Writes everything, or stops when the hook closed its standard input (EPIPE: it did not want the list).
+    private static func writeAll(_ bytes: [UInt8], to fd: Int32) {
+        var offset = 0
+        bytes.withUnsafeBytes { raw in
+            while offset < raw.count {
+                let written = write(fd, raw.baseAddress! + offset, raw.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return
+                }
+                offset += written
+            }
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+import Glibc
+import Logging
+
+/// Writes one line per log message to standard error, for journald. Under systemd (`JOURNAL_STREAM` set) each
+/// line starts with its syslog priority (`<6>`), which journald turns into the entry's level and strips;
+/// elsewhere it starts with the time and level, for a person reading a terminal or a test reading a file.
+struct JournalLogHandler: LogHandler {
+    var logLevel: Logger.Level
+    var metadata: Logger.Metadata = [:]
+    private let underJournal: Bool
+
+    init(level: Logger.Level, environment: [String: String] = ProcessInfo.processInfo.environment) {
+        logLevel = level
+        underJournal = !(environment["JOURNAL_STREAM"] ?? "").isEmpty
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        var merged = metadata
+        if let extra = event.metadata { merged.merge(extra) { $1 } }
+        var text = "\(event.message)"
+        if !merged.isEmpty {
+            text += " " + merged.keys.sorted().map { "\($0)=\(merged[$0]!)" }.joined(separator: " ")
+        }
+        // One event is one line: a newline inside a message (an error from a server) would split it in the journal.
+        text = text.replacingOccurrences(of: "\n", with: " ")
+        let line: String
+        if underJournal {
+            line = "<\(Self.priority(event.level))>\(text)\n"
+        } else {
+            line = "\(Self.timestamp()) \(event.level): \(text)\n"
+        }
+        // Why one write(2): stderr is shared by every task that logs, and a single write of a line is not
+        // interleaved with another's (lines are far below PIPE_BUF in practice, and journald reads by line).
+        _ = line.withCString { write(STDERR_FILENO, $0, strlen($0)) }
+    }
+
+    /// syslog(3) priorities, as journald reads them from a line's `<N>` prefix.
+    static func priority(_ level: Logger.Level) -> Int {
+        switch level {
+        case .trace, .debug: 7
+        case .info: 6
+        case .notice: 5
+        case .warning: 4
+        case .error: 3
+        case .critical: 2
+        }
+    }
+
+    private static func timestamp() -> String {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        var parts = tm()
+        var seconds = now.tv_sec
+        localtime_r(&seconds, &parts)
+        var buffer = [CChar](repeating: 0, count: 32)
+        strftime(&buffer, buffer.count, "%Y-%m-%d %H:%M:%S", &parts)
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

@@ -1,0 +1,382 @@
+import FolioTestSupport
+import Foundation
+import Glibc
+import XCTest
+
+/// `folio daemon` as systemd runs it: the built binary, a temp state directory, a temp config with 1 s intervals,
+/// local sources. Outcomes only (files, exit codes, log lines, notify datagrams, hook input), with generous
+/// deadlines and no timing assertions.
+final class DaemonTests: XCTestCase {
+    private var scratch: TemporaryDirectory!
+    private var children: [DaemonProcess] = []
+
+    override func setUp() {
+        scratch = TemporaryDirectory("folio-daemon")
+        FixtureTree.makeFolder(scratch.path, "state")
+    }
+
+    override func tearDown() {
+        for child in children { child.stop() }
+        children = []
+        scratch = nil
+    }
+
+    private var stateDirectory: String { scratch.path("state") }
+    private var configPath: String { scratch.path("folio.toml") }
+    private var environment: [String: String] { ["FOLIO_STATE_DIR": stateDirectory] }
+
+    /// A `[[target]]` table for a local source.
+    private func target(_ name: String, extra: String = "") -> String {
+        """
+        [[target]]
+        name = "\(name)"
+        source = "\(scratch.path("src-" + name))"
+        destination = "\(scratch.path("dst-" + name))"
+        mode = "automatic"
+        interval = "1s"
+        \(extra)
+
+        """
+    }
+
+    private func writeConfig(_ text: String) {
+        _ = FileManager.default.createFile(atPath: configPath, contents: Data(("log-level = \"info\"\n" + text).utf8))
+    }
+
+    private func startDaemon(log: String = "daemon.log", environment extra: [String: String] = [:]) throws -> DaemonProcess {
+        let daemon = try DaemonProcess(["daemon", "--config", configPath], environment: environment.merging(extra) { $1 }, logPath: scratch.path(log))
+        children.append(daemon)
+        return daemon
+    }
+
+    private func folio(_ arguments: [String], log: String) throws -> (status: Int32, output: String) {
+        try DaemonProcess.runToEnd(arguments + ["--config", configPath], environment: environment, logPath: scratch.path(log))
+    }
+
+    private func text(_ path: String) -> String? { FixtureTree.read(path).map { String(decoding: $0, as: UTF8.self) } }
+
+    private func lines(_ log: String, containing needle: String) -> [String] {
+        log.split(separator: "\n").map(String.init).filter { $0.contains(needle) }
+    }
+
+    /// SIGTERM, then the daemon must be gone within 10 s with exit status 0.
+    private func terminate(_ daemon: DaemonProcess, file: StaticString = #filePath, line: UInt = #line) {
+        daemon.signal(SIGTERM)
+        let status = daemon.waitForExit(seconds: 10)
+        XCTAssertEqual(status, 0, "exit status after SIGTERM (nil: still running after 10 s); log:\n\(daemon.log)", file: file, line: line)
+    }
+
+    // MARK: tests
+
+    func testSyncsOnScheduleSkipsUnchangedRunsAndFollowsSourceChanges() throws {
+        let src = scratch.path("src-docs"), dst = scratch.path("dst-docs")
+        FixtureTree.write(src, "a.txt", "first")
+        FixtureTree.write(src, "sub/b.txt", "second")
+        // A lock file left by a process that died (no flock held): the daemon takes it over.
+        FixtureTree.write(stateDirectory, "locks/docs.lock", "999999 1700000000\n")
+        writeConfig(target("docs"))
+        let daemon = try startDaemon()
+
+        eventually(20, "first sync") { text(dst + "/a.txt") == "first" && text(dst + "/sub/b.txt") == "second" }
+        eventually(20, "two unchanged runs logged") { lines(daemon.log, containing: "docs: unchanged, checked in").count >= 2 }
+        // An unchanged run is one line; only the run with work logged a start.
+        XCTAssertEqual(lines(daemon.log, containing: "docs: run started (trigger: automatic)").count, 1, daemon.log)
+        for line in lines(daemon.log, containing: "docs:") {
+            XCTAssertTrue(line.contains("run started") || line.contains("unchanged, checked in") || line.contains("2 added"), "unexpected line: \(line)")
+        }
+
+        // `folio status` sees the daemon's schedule.
+        let status = try folio(["status"], log: "status.log")
+        XCTAssertEqual(status.status, 0, status.output)
+        XCTAssertTrue(status.output.contains("docs: "), status.output)
+        XCTAssertTrue(status.output.contains("  next run: "), status.output)
+        let json = try folio(["status", "--json"], log: "status-json.log")
+        XCTAssertTrue(json.output.contains("\"next_run_at\":\""), json.output)
+
+        // A change on the source appears within an interval or so (generous deadline).
+        FixtureTree.write(src, "a.txt", "first, edited")
+        FixtureTree.write(src, "c.txt", "third")
+        try FileManager.default.removeItem(atPath: src + "/sub/b.txt")
+        eventually(20, "the change mirrored") {
+            text(dst + "/a.txt") == "first, edited" && text(dst + "/c.txt") == "third" && !FileManager.default.fileExists(atPath: dst + "/sub/b.txt")
+        }
+        XCTAssertEqual(FixtureTree.listing(dst), ["a.txt", "c.txt", "sub/"])
+        terminate(daemon)
+        XCTAssertTrue(daemon.log.contains("folio daemon stopped"), daemon.log)
+
+        // With the daemon gone, status shows no schedule.
+        let after = try folio(["status"], log: "status-after.log")
+        XCTAssertFalse(after.output.contains("next run:"), after.output)
+    }
+
+    func testNotifyMessagesArriveOnARealSocket() throws {
+        let src = scratch.path("src-docs")
+        FixtureTree.write(src, "a.txt", "first")
+        writeConfig(target("docs"))
+        let socket = NotifySocket(path: scratch.path("notify.sock"))
+        defer { socket.close() }
+        let daemon = try startDaemon(environment: ["NOTIFY_SOCKET": socket.address, "WATCHDOG_USEC": "400000"])
+
+        eventually(20, "READY=1, STATUS= and two WATCHDOG=1") {
+            socket.lines.contains("READY=1") && socket.lines.filter { $0 == "WATCHDOG=1" }.count >= 2
+        }
+        let statuses = socket.lines.filter { $0.hasPrefix("STATUS=") }
+        XCTAssertFalse(statuses.isEmpty, "\(socket.messages)")
+        for status in statuses {
+            XCTAssertTrue(status.hasPrefix("STATUS=idle") || status.hasPrefix("STATUS=syncing docs"), status)
+        }
+        XCTAssertTrue(statuses.contains { $0.contains("next: docs ") }, "\(statuses)")
+        XCTAssertEqual(socket.lines.first, "READY=1", "READY=1 comes first: after the configuration is loaded")
+        terminate(daemon)
+        eventually(5, "STOPPING=1") { socket.lines.contains("STOPPING=1") }
+    }
+
+    func testNotifyWorksOnAnAbstractSocket() throws {
+        FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
+        writeConfig(target("docs"))
+        let socket = NotifySocket(path: "folio-test-\(getpid())-\(UUID().uuidString.prefix(8))", abstract: true)
+        defer { socket.close() }
+        let daemon = try startDaemon(environment: ["NOTIFY_SOCKET": socket.address])
+        eventually(20, "READY=1 on the abstract socket") { socket.lines.contains("READY=1") }
+        // No WATCHDOG_USEC: no watchdog messages.
+        terminate(daemon)
+        eventually(5, "STOPPING=1") { socket.lines.contains("STOPPING=1") }
+        XCTAssertFalse(socket.lines.contains("WATCHDOG=1"), "\(socket.messages)")
+    }
+
+    /// A source with a sparse 1 GiB file: long enough to copy that a run is mid-download when the test acts.
+    private func makeBigSource() -> Int64 {
+        let src = scratch.path("src-docs")
+        FixtureTree.write(src, "small.txt", "small")
+        let size: Int64 = 1 << 30
+        let fd = open(src + "/big.bin", O_WRONLY | O_CREAT, 0o644)
+        XCTAssertEqual(ftruncate(fd, off_t(size)), 0)
+        close(fd)
+        return size
+    }
+
+    /// Bytes in the destination's partial files.
+    private func partialBytes() -> Int64 {
+        let partials = scratch.path("dst-docs/.folio/partial")
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: partials)) ?? []
+        return names.reduce(0) { total, name in
+            var info = stat()
+            return total + (stat(partials + "/" + name, &info) == 0 ? Int64(info.st_size) : 0)
+        }
+    }
+
+    private func fileSize(_ path: String) -> Int64? {
+        var info = stat()
+        return stat(path, &info) == 0 ? Int64(info.st_size) : nil
+    }
+
+    func testManualRunDuringADaemonRunRespectsTheLockAndStatusShowsTheRun() throws {
+        let size = makeBigSource()
+        let dst = scratch.path("dst-docs")
+        writeConfig(target("docs"))
+        let socket = NotifySocket(path: scratch.path("notify.sock"))
+        defer { socket.close() }
+        // A short watchdog makes the heartbeat (and so STATUS=) tick every 100 ms.
+        let daemon = try startDaemon(environment: ["NOTIFY_SOCKET": socket.address, "WATCHDOG_USEC": "400000"])
+        eventually(30, "the daemon mid-download, saying so in STATUS=") {
+            partialBytes() > 0 && socket.lines.contains { $0.hasPrefix("STATUS=syncing docs: ") && $0.contains("/2 files, ") }
+        }
+        // Freeze it while it holds the target's lock: what follows cannot race with the end of its run.
+        daemon.signal(SIGSTOP)
+        defer { daemon.signal(SIGCONT) }
+
+        let status = try folio(["status"], log: "status.log")
+        XCTAssertTrue(status.output.contains("docs: running at "), status.output)
+        XCTAssertTrue(status.output.contains("  running now (pid \(daemon.pid))"), status.output)
+        let json = try folio(["status", "--json"], log: "status-json.log")
+        XCTAssertTrue(json.output.contains("\"running\":true"), json.output)
+
+        // --no-wait: exit 1 at once, naming the daemon.
+        let manual = try folio(["sync", "--now", "--no-wait", "docs"], log: "manual.log")
+        XCTAssertEqual(manual.status, 1, manual.output)
+        XCTAssertTrue(manual.output.contains("target docs is being synced by pid \(daemon.pid) (started "), manual.output)
+
+        // Without --no-wait: it waits for the daemon's run, then runs, resuming the partial file.
+        let waiting = try DaemonProcess(["sync", "--now", "docs", "--config", configPath], environment: environment, logPath: scratch.path("waiting.log"))
+        children.append(waiting)
+        eventually(20, "the manual run waiting") { waiting.log.contains("target docs is being synced by pid \(daemon.pid)") && waiting.log.contains("waiting") }
+        XCTAssertNil(waiting.waitForExit(seconds: 1), "it waits while the daemon holds the lock")
+
+        daemon.signal(SIGCONT)
+        terminate(daemon)
+        XCTAssertEqual(waiting.waitForExit(seconds: 120), 0, waiting.log)
+        XCTAssertEqual(fileSize(dst + "/big.bin"), size)
+        XCTAssertTrue(waiting.log.contains("docs: 2 added, ") || waiting.log.contains("docs: 1 added, "), waiting.log)
+        XCTAssertFalse(waiting.log.contains(" 1.0 GiB in "), "the manual run resumed the daemon's partial file: \(waiting.log)")
+    }
+
+    func testSIGTERMMidDownloadExitsCleanlyAndTheNextDaemonRunResumes() throws {
+        let size = makeBigSource()
+        let dst = scratch.path("dst-docs")
+        writeConfig(target("docs"))
+        let daemon = try startDaemon()
+        eventually(30, "the download under way") { partialBytes() > 0 }
+
+        terminate(daemon)
+        XCTAssertTrue(daemon.log.contains("docs: interrupted after "), daemon.log)
+        XCTAssertGreaterThan(partialBytes(), 0, "the partial file stays for resume")
+        XCTAssertNil(fileSize(dst + "/big.bin"), "never half a file under its final name")
+        let interrupted = try folio(["status", "--json"], log: "status.log")
+        XCTAssertTrue(interrupted.output.contains("\"result\":\"interrupted\""), interrupted.output)
+        XCTAssertTrue(interrupted.output.contains("\"running\":false"), interrupted.output)
+
+        // The next daemon resumes: the file completes, and its run copied less than the whole file.
+        let next = try startDaemon(log: "daemon2.log")
+        eventually(120, "the big file complete") { fileSize(dst + "/big.bin") == size }
+        eventually(20, "the run's summary") { lines(next.log, containing: "docs: ").contains { $0.contains(" added, ") } }
+        terminate(next)
+        let resumed = lines(next.log, containing: "docs: ").first { $0.contains(" added, ") }
+        XCTAssertFalse(resumed?.contains(" 1.0 GiB in ") ?? true, "the resumed run copied only the rest: \(resumed ?? "")")
+    }
+
+    func testSIGTERMBeforeTheDownloadsRecordsTheRunAsInterruptedNotFailed() throws {
+        // 20,000 small files: listing and creating them takes long enough to stop the run midway.
+        let src = scratch.path("src-docs")
+        for folder in 0..<100 {
+            FixtureTree.makeFolder(src, "d\(folder)")
+            for file in 0..<200 { FixtureTree.write(src, "d\(folder)/f\(file)", "x") }
+        }
+        _ = FileManager.default.createFile(atPath: configPath, contents: Data(("log-level = \"debug\"\n" + target("docs")).utf8))
+        let daemon = try startDaemon()
+        eventually(30, "the run listing its source") { daemon.log.contains("docs: listing") }
+        terminate(daemon)
+        XCTAssertTrue(daemon.log.contains("docs: interrupted after "), daemon.log)
+        XCTAssertFalse(daemon.log.contains("docs: failed"), daemon.log)
+        let status = try folio(["status", "--json"], log: "status.log")
+        XCTAssertTrue(status.output.contains("\"result\":\"interrupted\""), status.output)
+    }
+
+    func testAStopHeldUpByALockedStateDatabaseStillExitsWithin10Seconds() throws {
+        FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
+        _ = FileManager.default.createFile(atPath: configPath, contents: Data(("log-level = \"debug\"\n" + target("docs")).utf8))
+        let daemon = try startDaemon()
+        eventually(20, "first sync") { text(scratch.path("dst-docs/a.txt")) == "first" }
+
+        // Another process holds the state database's write lock (for 30 s at most): the next run waits on it.
+        let marker = scratch.path("locked")
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        holder.arguments = ["python3", "-c", """
+            import sqlite3, sys, time
+            db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
+            db.execute('BEGIN EXCLUSIVE')
+            open(sys.argv[2], 'w').close()
+            time.sleep(30)
+            """, stateDirectory + "/state.sqlite", marker]
+        try holder.run()
+        defer { if holder.isRunning { kill(holder.processIdentifier, SIGKILL); holder.waitUntilExit() } }
+        eventually(20, "the database locked") { FileManager.default.fileExists(atPath: marker) }
+        let checks = lines(daemon.log, containing: "docs: checking ").count
+        eventually(20, "a run waiting on the lock") { lines(daemon.log, containing: "docs: checking ").count > checks }
+        usleep(300_000)
+
+        terminate(daemon)
+        XCTAssertTrue(daemon.log.contains("stopping: the runs in flight did not end within 9 s; exiting now"), daemon.log)
+    }
+
+    func testSIGHUPWithABrokenConfigKeepsTheOldOneAndAGoodOneIsApplied() throws {
+        FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
+        FixtureTree.write(scratch.path("src-more"), "m.txt", "more")
+        writeConfig(target("docs"))
+        let daemon = try startDaemon()
+        eventually(20, "first sync") { text(scratch.path("dst-docs/a.txt")) == "first" }
+
+        _ = FileManager.default.createFile(atPath: configPath, contents: Data("[[target]]\nname = 1\n".utf8))
+        daemon.signal(SIGHUP)
+        eventually(20, "the reload refused") { daemon.log.contains("reload failed, keeping the previous configuration") }
+        // Still running, still syncing with the old configuration.
+        FixtureTree.write(scratch.path("src-docs"), "b.txt", "after the broken reload")
+        eventually(20, "the old target still synced") { text(scratch.path("dst-docs/b.txt")) == "after the broken reload" }
+
+        writeConfig(target("docs") + target("more"))
+        daemon.signal(SIGHUP)
+        eventually(20, "the new target synced") { text(scratch.path("dst-more/m.txt")) == "more" }
+        XCTAssertTrue(daemon.log.contains("reloaded \(configPath): 2 automatic targets"), daemon.log)
+        terminate(daemon)
+    }
+
+    func testHookGetsTheChangedPathsOnceAndItsFailureIsNotRetried() throws {
+        let src = scratch.path("src-docs")
+        FixtureTree.write(src, "a.txt", "first")
+        FixtureTree.write(src, "sub/b.txt", "second")
+        let hook = scratch.path("hook.sh")
+        let out = scratch.path("hook-out")
+        FixtureTree.makeFolder(scratch.path(""), "hook-out")
+        FixtureTree.write(scratch.path(""), "hook.sh", "#!/bin/sh\ncat > \"$1/paths-$(date +%s%N)\"\necho \"$2\" >> \"$1/calls\"\nexit 3\n")
+        chmod(hook, 0o755)
+        writeConfig(target("docs", extra: "on-change = [\"\(hook)\", \"\(out)\", \"{target}\"]"))
+        let daemon = try startDaemon()
+
+        eventually(20, "the hook ran") { text(out + "/calls") == "docs\n" }
+        let firstPaths = try FileManager.default.contentsOfDirectory(atPath: out).filter { $0.hasPrefix("paths-") }
+        XCTAssertEqual(firstPaths.count, 1)
+        XCTAssertEqual(text(out + "/" + firstPaths[0])?.split(separator: "\n").sorted(), ["a.txt", "sub/b.txt"])
+        eventually(20, "its failure logged") { daemon.log.contains("docs: on-change hook \(hook) exited with status 3; it is not retried") }
+
+        // Unchanged runs do not run it again.
+        let unchangedBefore = lines(daemon.log, containing: "docs: unchanged").count
+        eventually(20, "two more unchanged runs") { lines(daemon.log, containing: "docs: unchanged").count >= unchangedBefore + 2 }
+        XCTAssertEqual(text(out + "/calls"), "docs\n", "a failed hook is not retried")
+
+        // The next change runs it once more, with only that change.
+        FixtureTree.write(src, "c.txt", "third")
+        eventually(20, "the hook ran again") { text(out + "/calls") == "docs\ndocs\n" }
+        let allPaths = try FileManager.default.contentsOfDirectory(atPath: out).filter { $0.hasPrefix("paths-") }.sorted()
+        XCTAssertEqual(allPaths.count, 2)
+        XCTAssertEqual(text(out + "/" + allPaths[1]), "c.txt\n")
+        terminate(daemon)
+    }
+
+    func testStopEndsAHookThatIgnoresSIGTERMAndStillExitsWithin10Seconds() throws {
+        FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
+        let pidFile = scratch.path("hook.pid")
+        let hook = "echo $$ > \(pidFile); trap '' TERM; while :; do sleep 0.1; done"
+        writeConfig(target("docs", extra: "on-change = [\"/bin/sh\", \"-c\", \"\(hook)\"]"))
+        let daemon = try startDaemon()
+        eventually(20, "the hook running") { (text(pidFile).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) != nil }
+        let hookPID = Int32(text(pidFile)!.trimmingCharacters(in: .whitespacesAndNewlines))!
+        XCTAssertEqual(kill(hookPID, 0), 0, "the hook runs")
+
+        terminate(daemon)
+        XCTAssertTrue(daemon.log.contains("docs: on-change hook /bin/sh was killed by signal 9"), daemon.log)
+        XCTAssertEqual(kill(hookPID, 0), -1, "no hook left behind")
+    }
+
+    func testParallelTargetsCapsHowManyRunAtOnce() throws {
+        let names = ["alpha", "beta", "gamma"]
+        let size: Int64 = 256 << 20
+        for name in names {
+            FixtureTree.makeFolder(scratch.path(""), "src-" + name)
+            let fd = open(scratch.path("src-\(name)/big.bin"), O_WRONLY | O_CREAT, 0o644)
+            XCTAssertEqual(ftruncate(fd, off_t(size)), 0)
+            close(fd)
+        }
+        writeConfig("parallel-targets = 1\n" + names.map { target($0) }.joined())
+        let socket = NotifySocket(path: scratch.path("notify.sock"))
+        defer { socket.close() }
+        let daemon = try startDaemon(environment: ["NOTIFY_SOCKET": socket.address, "WATCHDOG_USEC": "400000"])
+        eventually(120, "every target mirrored") { names.allSatisfy { fileSize(scratch.path("dst-\($0)/big.bin")) == size } }
+        terminate(daemon)
+
+        // Every STATUS= names at most one running target ("syncing alpha: 0/1 files, 90.0 MiB/s; next: beta now").
+        let running = socket.lines.filter { $0.hasPrefix("STATUS=syncing ") }.map { line in
+            let syncing = line.components(separatedBy: "; next:")[0]
+            return names.filter { syncing.contains($0 + ": ") }
+        }
+        XCTAssertFalse(running.isEmpty, "the status line showed the runs: \(socket.lines)")
+        for targets in running { XCTAssertEqual(targets.count, 1, "\(targets) ran at once with parallel-targets = 1") }
+        XCTAssertEqual(Set(running.flatMap { $0 }).count, 3, "each target ran: \(running)")
+    }
+
+    func testAnInvalidConfigurationStopsTheDaemonAtOnceWithStatus2() throws {
+        _ = FileManager.default.createFile(atPath: configPath, contents: Data("[[target]]\nname = 1\n".utf8))
+        let result = try folio(["daemon"], log: "invalid.log")
+        XCTAssertEqual(result.status, 2, result.output)
+        XCTAssertTrue(result.output.contains(configPath), result.output)
+    }
+}

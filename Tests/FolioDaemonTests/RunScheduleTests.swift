@@ -1,0 +1,54 @@
+import FolioCore
+import Foundation
+import XCTest
+
+final class RunScheduleTests: XCTestCase {
+    func testGoodRunWaitsTheIntervalPlusAtMostATenthOfJitter() {
+        XCTAssertEqual(RunSchedule.delay(interval: 600, consecutiveFailures: 0, random: 0), 600)
+        XCTAssertEqual(RunSchedule.delay(interval: 600, consecutiveFailures: 0, random: 0.5), 630)
+        XCTAssertEqual(RunSchedule.delay(interval: 600, consecutiveFailures: 0, random: 1), 660)
+        // The jitter never exceeds five minutes, however long the interval.
+        XCTAssertEqual(RunSchedule.delay(interval: 86_400, consecutiveFailures: 0, random: 1), 86_400 + 300)
+    }
+
+    func testFailuresBackOffExponentiallyCappedAtTheInterval() {
+        let delays = (1...8).map { RunSchedule.delay(interval: 300, consecutiveFailures: $0, random: 0) }
+        XCTAssertEqual(delays, [10, 20, 40, 80, 160, 300, 300, 300])
+        // A year of failures stays finite and capped.
+        XCTAssertEqual(RunSchedule.delay(interval: 3_600, consecutiveFailures: 100_000, random: 0), 3_600)
+        // An interval below the first retry caps it too.
+        XCTAssertEqual(RunSchedule.delay(interval: 2, consecutiveFailures: 1, random: 0), 2)
+    }
+
+    func testStartableTakesDueTargetsEarliestFirstWithinTheFreeSlots() {
+        let now = Date(timeIntervalSince1970: 1_000)
+        let candidates = [
+            RunSchedule.Candidate(name: "late", host: nil, due: now.addingTimeInterval(5)),
+            RunSchedule.Candidate(name: "b", host: nil, due: now.addingTimeInterval(-1)),
+            RunSchedule.Candidate(name: "a", host: nil, due: now.addingTimeInterval(-9)),
+            RunSchedule.Candidate(name: "c", host: nil, due: now),
+        ]
+        XCTAssertEqual(RunSchedule.startable(candidates, now: now, busyHosts: [], slots: 2), ["a", "b"])
+        XCTAssertEqual(RunSchedule.startable(candidates, now: now, busyHosts: [], slots: 9), ["a", "b", "c"])
+        XCTAssertEqual(RunSchedule.startable(candidates, now: now, busyHosts: [], slots: 0), [])
+    }
+
+    func testTargetsOnOneHostRunOneAtATime() {
+        let now = Date(timeIntervalSince1970: 1_000)
+        let candidates = [
+            RunSchedule.Candidate(name: "photos", host: "nas:22", due: now.addingTimeInterval(-3)),
+            RunSchedule.Candidate(name: "videos", host: "nas:22", due: now.addingTimeInterval(-2)),
+            RunSchedule.Candidate(name: "web", host: "www:443", due: now.addingTimeInterval(-1)),
+            RunSchedule.Candidate(name: "local", host: nil, due: now),
+        ]
+        XCTAssertEqual(RunSchedule.startable(candidates, now: now, busyHosts: [], slots: 4), ["photos", "web", "local"])
+        XCTAssertEqual(RunSchedule.startable(candidates, now: now, busyHosts: ["nas:22"], slots: 4), ["web", "local"])
+    }
+
+    func testHostOfASource() {
+        XCTAssertNil(RunSchedule.host(of: "/srv/photos"))
+        XCTAssertEqual(RunSchedule.host(of: "sftp://me@NAS.local/photos"), "nas.local:22")
+        XCTAssertEqual(RunSchedule.host(of: "sftp://nas.local:2222/videos"), "nas.local:2222")
+        XCTAssertEqual(RunSchedule.host(of: "https://example.org/gallery/"), "example.org:443")
+    }
+}

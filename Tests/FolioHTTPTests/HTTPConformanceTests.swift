@@ -1,0 +1,60 @@
+import FolioCore
+import FolioHTTP
+import FolioTestSupport
+import Foundation
+import XCTest
+
+/// The source conformance suite against every kind of real server the HTTP source supports.
+final class HTTPConformanceTests: XCTestCase {
+    private func source(_ url: String, webdav: Bool? = nil) throws -> HTTPSource {
+        var settings = SourceSettings()
+        settings.webdav = webdav
+        return try HTTPSource(location: SourceLocation(parsing: url), settings: settings, timeout: 10, transfers: 2)
+    }
+
+    func testNginxWebDAV() async throws {
+        let server = try NginxServer()
+        try await SourceConformance.run(servedRoot: server.servedRoot, options: .init(precision: .second, folderTimes: true)) {
+            try self.source(server.url("dav", localPath: $0))
+        }
+    }
+
+    func testNginxHTMLIndex() async throws {
+        let server = try NginxServer()
+        try await SourceConformance.run(servedRoot: server.servedRoot, options: .init(precision: .second, folderTimes: false)) {
+            try self.source(server.url("html", localPath: $0))
+        }
+    }
+
+    func testNginxJSONIndex() async throws {
+        let server = try NginxServer()
+        try await SourceConformance.run(servedRoot: server.servedRoot, options: .init(precision: .second, folderTimes: true)) {
+            try self.source(server.url("json", localPath: $0), webdav: false)
+        }
+    }
+
+    func testApacheWebDAV() async throws {
+        let server = try ApacheServer()
+        try await SourceConformance.run(servedRoot: server.servedRoot, options: .init(precision: .second, folderTimes: true)) {
+            try self.source(server.url("dav", localPath: $0))
+        }
+    }
+
+    /// One `Depth: infinity` PROPFIND lists the whole tree where the server allows it.
+    func testApacheWebDAVDepthInfinity() async throws {
+        let server = try ApacheServer()
+        try await SourceConformance.run(servedRoot: server.servedRoot, options: .init(precision: .second, folderTimes: true)) {
+            try self.source(server.url("davinf", localPath: $0))
+        }
+        // Each full listing was one PROPFIND: no Depth: 1 request was needed.
+        XCTAssertEqual(server.requests(containing: "PROPFIND /davinf/ 207 ").count, 2)
+        XCTAssertEqual(server.requests(containing: "depth=1").count, 0, "\(server.requests(containing: "PROPFIND"))")
+    }
+
+    func testApacheIndex() async throws {
+        let server = try ApacheServer()
+        try await SourceConformance.run(servedRoot: server.servedRoot, options: .init(precision: .second, folderTimes: false)) {
+            try self.source(server.url("index", localPath: $0))
+        }
+    }
+}

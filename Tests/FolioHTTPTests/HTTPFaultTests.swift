@@ -1,0 +1,182 @@
+import FolioCore
+import FolioHTTP
+import FolioTestSupport
+import Foundation
+import Glibc
+import XCTest
+
+/// What real servers will not do on demand, from the Python stub: each case ends in a clear error or a
+/// correct result, and never in a path outside the source.
+final class HTTPFaultTests: XCTestCase {
+    private func source(_ url: String) throws -> HTTPSource {
+        try HTTPSource(location: SourceLocation(parsing: url), settings: SourceSettings(), timeout: 5, transfers: 1)
+    }
+
+    private func snapshotError(_ url: String) async throws -> SourceError {
+        do {
+            let snapshot = try await source(url).snapshot(options: ListingOptions())
+            XCTFail("listed \(snapshot.entries.map(\.path)) from a hostile server")
+        } catch let error as SourceError {
+            return error
+        }
+        throw XCTSkip("unreachable")
+    }
+
+    func testRetryAfterPausesTheHostThenLists() async throws {
+        let stub = try StubServer()
+        let snapshot = try await source(stub.url("ratelimit")).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["f.txt"])
+        XCTAssertEqual(snapshot.entries.first?.validator, "\"r1\"")
+        let propfinds = stub.requests.filter { $0["method"] as? String == "PROPFIND" }
+        XCTAssertGreaterThanOrEqual(propfinds.count, 2, "\(propfinds)")
+        // The request after the 429 waited at least the second the server asked for.
+        let gap = (propfinds[1]["time"] as! Double) - (propfinds[0]["time"] as! Double)
+        XCTAssertGreaterThanOrEqual(gap, 0.95)
+    }
+
+    func testExhaustedRateLimitPausesBeforeTheNextRequest() async throws {
+        let stub = try StubServer()
+        let source = try source(stub.url("ratelimit-header"))
+        let entry = try await source.snapshot(options: ListingOptions()).entries[0]
+        let scratch = TemporaryDirectory("ratelimit")
+        let connection = try source.makeConnection()
+        defer { connection.close() }
+        XCTAssertEqual(try SourceConformance.download(entry, with: connection, into: scratch.path("f"), from: 0), Array("hello".utf8))
+        let requests = stub.requests
+        let listed = requests.last { $0["method"] as? String == "PROPFIND" }!["time"] as! Double
+        let fetched = requests.last { $0["method"] as? String == "GET" }!["time"] as! Double
+        // X-RateLimit-Remaining: 0 with X-RateLimit-Reset: 1 held the next request for a second.
+        XCTAssertGreaterThanOrEqual(fetched - listed, 0.95)
+    }
+
+    func testRequestsPerSecondSpacesRequests() async throws {
+        let stub = try StubServer()
+        var settings = SourceSettings()
+        settings.requestsPerSecond = 2
+        let source = try HTTPSource(location: SourceLocation(parsing: stub.url("hostile-dup")), settings: settings, timeout: 5, transfers: 1)
+        _ = try await source.snapshot(options: ListingOptions())
+        let times = stub.requests.map { $0["time"] as! Double }
+        XCTAssertEqual(times.count, 3)  // OPTIONS, PROPFIND infinity (refused), PROPFIND depth 1
+        for (earlier, later) in zip(times, times.dropFirst()) { XCTAssertGreaterThanOrEqual(later - earlier, 0.45) }
+    }
+
+    func testBearerTokenFromTokenFile() async throws {
+        let stub = try StubServer()
+        let scratch = TemporaryDirectory("bearer")
+        FixtureTree.write(scratch.path, "token", "tok-123\n")
+        var settings = SourceSettings()
+        settings.tokenFile = scratch.path("token")
+        let source = try HTTPSource(location: SourceLocation(parsing: stub.url("bearer")), settings: settings, timeout: 5, transfers: 1)
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["f.txt"])
+        let connection = try source.makeConnection()
+        defer { connection.close() }
+        XCTAssertEqual(try SourceConformance.download(snapshot.entries[0], with: connection, into: scratch.path("f"), from: 0), Array("hello".utf8))
+        XCTAssertTrue(stub.requests.allSatisfy { $0["authorized"] as? Bool == true })
+
+        let error = try await snapshotError(stub.url("bearer"))
+        XCTAssertEqual(error.code, .authentication)
+        XCTAssertEqual(error.message, "\(stub.url("bearer")) requires authentication (HTTP 401); set username and password-file, or token-file")
+    }
+
+    func testHostileHrefsAreProtocolErrorsNotPaths() async throws {
+        let stub = try StubServer()
+        let cases = [
+            "hostile-dotdot": "contains . or ..",
+            "hostile-encoded": "contains . or ..",
+            "hostile-slash": "encodes /",
+            "hostile-foreign": "points to another server",
+            "hostile-outside": "lies outside the source folder",
+        ]
+        for (scenario, why) in cases {
+            let error = try await snapshotError(stub.url(scenario))
+            XCTAssertEqual(error.code, .protocolViolation, scenario)
+            XCTAssertTrue(error.message.hasPrefix("PROPFIND \(stub.url(scenario)) listed href \""), error.message)
+            XCTAssertTrue(error.message.contains(why) && error.message.hasSuffix("refused this folder's listing"), error.message)
+        }
+    }
+
+    func testExternalEntityIsRefusedUnparsed() async throws {
+        let stub = try StubServer()
+        let error = try await snapshotError(stub.url("hostile-entity"))
+        XCTAssertEqual(error.code, .protocolViolation)
+        XCTAssertEqual(error.message, "PROPFIND \(stub.url("hostile-entity")): the multistatus declares a DTD or entity (<!DOCTYPE); refused")
+    }
+
+    func testDuplicateHrefIsReportedAndKeptOnce() async throws {
+        let stub = try StubServer()
+        let snapshot = try await source(stub.url("hostile-dup")).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["f.txt"])
+        XCTAssertEqual(snapshot.entries.first?.validator, "\"a\"")
+        XCTAssertEqual(snapshot.issues, [ListingIssue(path: "f.txt", kind: .skipped("listed twice by the server; kept the first"))])
+    }
+
+    func testCrossOriginRedirectNamesBothURLsAndIsNotFollowed() async throws {
+        let stub = try StubServer()
+        let error = try await snapshotError(stub.url("redirect"))
+        XCTAssertEqual(error.code, .protocolViolation)
+        XCTAssertTrue(error.message.hasPrefix("\(stub.url("redirect")) redirects to http://localhost:\(stub.port)/elsewhere/, another origin;"), error.message)
+        XCTAssertFalse(stub.requests.contains { ($0["path"] as? String)?.hasPrefix("/elsewhere") == true })
+    }
+
+    func testTruncatedBodyFailsAfterBoundedRetries() async throws {
+        let stub = try StubServer()
+        let source = try source(stub.url("truncated"))
+        let entry = try await source.snapshot(options: ListingOptions()).entries[0]
+        let scratch = TemporaryDirectory("truncated")
+        let connection = try source.makeConnection()
+        defer { connection.close() }
+        XCTAssertThrowsError(try SourceConformance.download(entry, with: connection, into: scratch.path("part"), from: 0)) { error in
+            let error = error as? SourceError
+            XCTAssertEqual(error?.code, .unreachable)
+            XCTAssertEqual(error?.underlying?.hasPrefix("curl 18 "), true, "\(String(describing: error))")
+            XCTAssertTrue(error?.message.hasPrefix("cannot reach \(stub.url("truncated"))big.bin: curl 18 (") == true, "\(String(describing: error))")
+        }
+        // Only the bytes that really came are in the partial file, never more than the server sent once.
+        XCTAssertEqual(FixtureTree.read(scratch.path("part"))?.count, 40_000)
+        XCTAssertEqual(stub.requests.filter { $0["method"] as? String == "GET" }.count, 4)
+    }
+
+    func testTricklingServerHitsTheStallTimeout() async throws {
+        let stub = try StubServer()
+        let source = try HTTPSource(location: SourceLocation(parsing: stub.url("trickle")), settings: SourceSettings(), timeout: 1, transfers: 1)
+        let entry = try await source.snapshot(options: ListingOptions()).entries[0]
+        let scratch = TemporaryDirectory("trickle")
+        let connection = try source.makeConnection()
+        defer { connection.close() }
+        XCTAssertThrowsError(try SourceConformance.download(entry, with: connection, into: scratch.path("part"), from: 0)) { error in
+            XCTAssertEqual((error as? SourceError)?.code, .unreachable)
+            XCTAssertEqual((error as? SourceError)?.underlying?.hasPrefix("curl 28 "), true, "\(error)")
+        }
+    }
+
+    func testDroppedConnectionResumesWithRangeAndIfRange() async throws {
+        let stub = try StubServer()
+        let source = try source(stub.url("resume"))
+        let entry = try await source.snapshot(options: ListingOptions()).entries[0]
+        let scratch = TemporaryDirectory("resume")
+        let connection = try source.makeConnection()
+        defer { connection.close() }
+        let got = try SourceConformance.download(entry, with: connection, into: scratch.path("part"), from: 0)
+        XCTAssertEqual(got, (0..<StubServer.bigSize).map { UInt8($0 % 251) })
+        let gets = stub.requests.filter { $0["method"] as? String == "GET" }
+        XCTAssertEqual(gets.count, 2)
+        XCTAssertEqual(gets[1]["range"] as? String, "bytes=40000-")
+        XCTAssertEqual(gets[1]["if_range"] as? String, "\"r1\"")
+    }
+
+    func testETagChangedDuringDownloadIsRefused() async throws {
+        let stub = try StubServer()
+        let source = try source(stub.url("changing"))
+        let entry = try await source.snapshot(options: ListingOptions()).entries[0]
+        let scratch = TemporaryDirectory("changing")
+        let connection = try source.makeConnection()
+        defer { connection.close() }
+        XCTAssertThrowsError(try SourceConformance.download(entry, with: connection, into: scratch.path("part"), from: 0)) { error in
+            XCTAssertEqual((error as? SourceError)?.code, .changed)
+            XCTAssertEqual((error as? SourceError)?.message,
+                           "\(stub.url("changing"))f.txt changed since it was listed (its ETag is \"v2\", not \"v1\"); it will be fetched next run")
+        }
+        XCTAssertEqual(FixtureTree.read(scratch.path("part")), [])
+    }
+}

@@ -1,0 +1,90 @@
+import FolioCore
+import FolioTestSupport
+import Foundation
+import Glibc
+import XCTest
+
+/// `folio mirror http://… DEST` end to end, running the built binary against real servers and the stub.
+final class HTTPMirrorCLITests: XCTestCase {
+    private func mirror(_ url: String, _ scratch: TemporaryDirectory, _ extra: [String] = []) -> FolioBinary.Outcome {
+        FolioBinary.run(["mirror", url, scratch.path("dest")] + extra, environment: ["FOLIO_STATE_DIR": scratch.path("state")])
+    }
+
+    func testMirrorOverWebDAVThenNothingToDo() throws {
+        let server = try NginxServer()
+        ConformanceTree.create(at: server.servedRoot)
+        let scratch = TemporaryDirectory("cli-dav")
+        let first = mirror(server.url("dav"), scratch)
+        XCTAssertEqual(first.status, 0, first.stderr)
+        XCTAssertEqual(FixtureTree.listing(scratch.path("dest")), FixtureTree.listing(server.servedRoot))
+        for file in ConformanceTree.expectedListing where !file.hasSuffix("/") {
+            XCTAssertEqual(FixtureTree.read(scratch.path("dest/" + file)), FixtureTree.read(server.servedRoot + "/" + file), file)
+        }
+        let gets = server.requests(containing: "GET /dav/").count
+        let second = mirror(server.url("dav"), scratch)
+        XCTAssertEqual(second.status, 0, second.stderr)
+        XCTAssertEqual(server.requests(containing: "GET /dav/").count, gets, "a no-change run downloaded something")
+    }
+
+    /// nginx killed mid-download: the run fails that file (nothing under its final name); the next run resumes
+    /// the partial file with Range, so only the missing bytes cross the wire.
+    func testKilledServerThenRerunResumesWithRange() throws {
+        let server = try NginxServer()
+        let content = FixtureTree.bytes(count: 2 << 20, seed: 11)
+        FixtureTree.write(server.servedRoot, "movie.bin", content, mtime: (1_700_000_000, 0))
+        let scratch = TemporaryDirectory("cli-killed")
+        let running = FolioBinary.start(["mirror", server.url("slow"), scratch.path("dest")], environment: ["FOLIO_STATE_DIR": scratch.path("state")])
+        let partialFolder = scratch.path("dest/.folio/partial")
+        var partialSize = 0
+        while running.process.isRunning, partialSize < 300_000 {
+            usleep(5_000)
+            // Partial files live in sixteen shard folders, `partial/<0-f>/`.
+            let shards = (try? FileManager.default.contentsOfDirectory(atPath: partialFolder)) ?? []
+            let files = shards.flatMap { shard in
+                ((try? FileManager.default.contentsOfDirectory(atPath: partialFolder + "/" + shard)) ?? []).map { partialFolder + "/" + shard + "/" + $0 }
+            }
+            partialSize = files.compactMap { path -> Int? in
+                var info = stat()
+                return stat(path, &info) == 0 ? Int(info.st_size) : nil
+            }.max() ?? 0
+        }
+        server.stop(signal: SIGKILL)
+        _ = running.standardErrorPipe.fileHandleForReading.readDataToEndOfFile()
+        running.process.waitUntilExit()
+        XCTAssertNotEqual(running.process.terminationStatus, 0)
+        XCTAssertNil(FixtureTree.read(scratch.path("dest/movie.bin")), "a half file was installed")
+
+        try server.start()
+        let rerun = mirror(server.url("slow"), scratch)
+        XCTAssertEqual(rerun.status, 0, rerun.stderr)
+        XCTAssertEqual(FixtureTree.read(scratch.path("dest/movie.bin")), content)
+        let last = server.requests(containing: "GET /slow/movie.bin").last ?? ""
+        // Log format: method, URI, status, body bytes sent, range=…, if_range=… (an HTTP date, which has spaces).
+        let fields = last.split(separator: " ")
+        let sent = fields.count > 4 ? Int(fields[3]) ?? -1 : -1
+        XCTAssertTrue(last.hasPrefix("GET /slow/movie.bin 206 \(sent) range=bytes=\(content.count - sent)- if_range="), last)
+        XCTAssertGreaterThanOrEqual(content.count - sent, 300_000, "the re-run fetched more than the missing part: \(last)")
+    }
+
+    func testHostileServerWritesNothingOutsideTheDestination() throws {
+        let stub = try StubServer()
+        for scenario in ["hostile-dotdot", "hostile-encoded", "hostile-foreign", "hostile-entity", "redirect"] {
+            let scratch = TemporaryDirectory("cli-hostile")
+            let outcome = mirror(stub.url(scenario), scratch)
+            XCTAssertEqual(outcome.status, 1, "\(scenario): \(outcome.stderr)")
+            XCTAssertTrue(outcome.stderr.contains(stub.url(scenario)), "\(scenario): \(outcome.stderr)")
+            let everything = FixtureTree.listing(scratch.path, skipping: [])
+            XCTAssertFalse(everything.contains { $0.contains("escape") || $0.contains("x.txt") || $0.hasPrefix("elsewhere") }, "\(scenario): \(everything)")
+            XCTAssertEqual(FixtureTree.listing(scratch.path("dest")), [], "\(scenario) wrote into the destination")
+        }
+    }
+
+    func testTruncatedBodyIsNeverInstalled() throws {
+        let stub = try StubServer()
+        let scratch = TemporaryDirectory("cli-truncated")
+        let outcome = mirror(stub.url("truncated"), scratch)
+        XCTAssertEqual(outcome.status, 3, outcome.stderr)
+        XCTAssertTrue(outcome.stderr.contains("big.bin"), outcome.stderr)
+        XCTAssertNil(FixtureTree.read(scratch.path("dest/big.bin")))
+    }
+}

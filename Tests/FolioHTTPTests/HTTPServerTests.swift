@@ -1,0 +1,139 @@
+import FolioCore
+import FolioHTTP
+import FolioTestSupport
+import Foundation
+import Glibc
+import XCTest
+
+/// Behaviour against real nginx and Apache beyond the conformance suite: ETags, a killed server, TLS, auth.
+final class HTTPServerTests: XCTestCase {
+    private func source(_ url: String, _ configure: (inout SourceSettings) -> Void = { _ in }) throws -> HTTPSource {
+        var settings = SourceSettings()
+        configure(&settings)
+        return try HTTPSource(location: SourceLocation(parsing: url), settings: settings, timeout: 5, transfers: 1)
+    }
+
+    /// Apache's ETag holds the mtime in microseconds: an edit that keeps the size and the second (all an HTTP
+    /// date shows) still changes the validator, which is what the planner compares.
+    func testSameSizeSameSecondEditChangesTheETag() async throws {
+        let server = try ApacheServer()
+        FixtureTree.write(server.servedRoot, "doc.txt", "version one\n", mtime: (1_700_000_000, 100_000_000))
+        let source = try source(server.url("dav"))
+        let before = try await source.snapshot(options: ListingOptions()).entries[0]
+        FixtureTree.write(server.servedRoot, "doc.txt", "version two\n", mtime: (1_700_000_000, 600_000_000))
+        let after = try await source.snapshot(options: ListingOptions()).entries[0]
+        XCTAssertEqual(after.size, before.size)
+        XCTAssertEqual(after.mtime, before.mtime)
+        XCTAssertNotNil(before.validator)
+        XCTAssertNotEqual(after.validator, before.validator)
+    }
+
+    /// A server killed mid-download fails the file; after a restart the download resumes with Range from the
+    /// bytes already in the partial file, and only the rest crosses the wire.
+    func testKilledServerThenResumeWithRange() async throws {
+        let server = try NginxServer()
+        let content = FixtureTree.bytes(count: 2 << 20, seed: 3)
+        FixtureTree.write(server.servedRoot, "movie.bin", content, mtime: (1_700_000_000, 0))
+        let source = try source(server.url("slow"))
+        let entry = try await source.snapshot(options: ListingOptions()).entries[0]
+        let scratch = TemporaryDirectory("killed")
+        let partial = scratch.path("part")
+        let failure = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<SourceError?, any Error>) in
+            // Why a thread: the download blocks in libcurl, as on an engine worker.
+            Thread.detachNewThread {
+                do {
+                    let connection = try source.makeConnection()
+                    defer { connection.close() }
+                    _ = try SourceConformance.download(entry, with: connection, into: partial, from: 0)
+                    continuation.resume(returning: nil)
+                } catch {
+                    continuation.resume(returning: error as? SourceError)
+                }
+            }
+            while (FixtureTree.read(partial)?.count ?? 0) < 300_000 { usleep(5_000) }
+            server.stop(signal: SIGKILL)
+        }
+        XCTAssertEqual(failure?.code, .unreachable, "\(String(describing: failure))")
+        let prefix = FixtureTree.read(partial) ?? []
+        XCTAssertGreaterThanOrEqual(prefix.count, 300_000)
+        XCTAssertLessThan(prefix.count, content.count)
+        XCTAssertEqual(prefix, Array(content[..<prefix.count]))
+
+        try server.start()
+        let connection = try source.makeConnection()
+        defer { connection.close() }
+        let resumed = try SourceConformance.download(entry, with: connection, into: scratch.path("resumed"), from: Int64(prefix.count), prefix: prefix)
+        XCTAssertEqual(resumed, content)
+        let last = server.requests(containing: "GET /slow/movie.bin").last ?? ""
+        XCTAssertTrue(last.hasPrefix("GET /slow/movie.bin 206 \(content.count - prefix.count) range=bytes=\(prefix.count)- if_range="), last)
+    }
+
+    func testHTTPSWithCAFileInsecureAndUntrusted() async throws {
+        let server = try NginxServer(tls: true)
+        FixtureTree.write(server.servedRoot, "a.txt", "tls\n", mtime: (1_700_000_000, 0))
+        let url = server.url("dav")
+
+        let trusted = try await source(url) { $0.caFile = server.certificatePath }.snapshot(options: ListingOptions())
+        XCTAssertEqual(trusted.entries.map(\.path.description), ["a.txt"])
+        XCTAssertEqual(trusted.issues, [])
+
+        do {
+            _ = try await source(url).snapshot(options: ListingOptions())
+            XCTFail("an untrusted certificate was accepted")
+        } catch let error as SourceError {
+            XCTAssertEqual(error.code, .authentication)
+            XCTAssertTrue(error.message.hasPrefix("the TLS certificate of \(url) is not trusted: curl 60 ("), error.message)
+            XCTAssertTrue(error.message.hasSuffix("; add its CA with ca-file"), error.message)
+        }
+
+        let insecure = try await source(url) { $0.insecureTLS = true }.snapshot(options: ListingOptions())
+        XCTAssertEqual(insecure.entries.map(\.path.description), ["a.txt"])
+        XCTAssertEqual(insecure.issues.count, 1)
+        guard case .warning(let text) = insecure.issues.first?.kind else { return XCTFail("no warning: \(insecure.issues)") }
+        XCTAssertTrue(text.hasPrefix("insecure-tls = true"), text)
+    }
+
+    func testBasicAuthWithPasswordFileAndRefusedPassword() async throws {
+        let server = try NginxServer()
+        FixtureTree.write(server.servedRoot, "secret.txt", "inside\n", mtime: (1_700_000_000, 0))
+        let folder = TemporaryDirectory("auth")
+        FixtureTree.write(folder.path, "good", server.password + "\n")
+        FixtureTree.write(folder.path, "bad", "wrong-Pa55word\n")
+        let url = server.url("private")
+
+        let source = try source(url) { $0.username = "folio"; $0.passwordFile = folder.path("good") }
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["secret.txt"])
+        let connection = try source.makeConnection()
+        defer { connection.close() }
+        XCTAssertEqual(try SourceConformance.download(snapshot.entries[0], with: connection, into: folder.path("out"), from: 0), Array("inside\n".utf8))
+
+        for file in ["bad", nil] {
+            do {
+                _ = try await self.source(url) { settings in
+                    if let file { settings.username = "folio"; settings.passwordFile = folder.path(file) }
+                }.snapshot(options: ListingOptions())
+                XCTFail("listed without the right password")
+            } catch let error as SourceError {
+                XCTAssertEqual(error.code, .authentication)
+                let expected = file == nil ? "\(url) requires authentication (HTTP 401); set username and password-file, or token-file"
+                                           : "\(url) refused the credentials (HTTP 401); check username, password-file or token-file"
+                XCTAssertEqual(error.message, expected)
+                XCTAssertFalse("\(error.message) \(error.underlying ?? "")".contains("Pa55"))
+            }
+        }
+    }
+
+    func testDigestAuthOnApache() async throws {
+        let server = try ApacheServer()
+        FixtureTree.write(server.servedRoot, "d.txt", "digest\n", mtime: (1_700_000_000, 0))
+        let folder = TemporaryDirectory("digest")
+        FixtureTree.write(folder.path, "password", server.password + "\n")
+        let source = try source(server.url("digest")) { $0.username = "folio"; $0.passwordFile = folder.path("password") }
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["d.txt"])
+        let connection = try source.makeConnection()
+        defer { connection.close() }
+        XCTAssertEqual(try SourceConformance.download(snapshot.entries[0], with: connection, into: folder.path("out"), from: 0), Array("digest\n".utf8))
+    }
+}

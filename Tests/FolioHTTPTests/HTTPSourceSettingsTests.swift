@@ -1,0 +1,55 @@
+import FolioCore
+import FolioHTTP
+import FolioTestSupport
+import XCTest
+
+/// What `HTTPSource.init` checks without touching the network.
+final class HTTPSourceSettingsTests: XCTestCase {
+    private func make(_ configure: (inout SourceSettings) -> Void) throws -> HTTPSource {
+        var settings = SourceSettings()
+        configure(&settings)
+        // Port 9 on 127.0.0.1: nothing listens, and init must not try.
+        return try HTTPSource(location: SourceLocation(parsing: "https://127.0.0.1:9/a%20b/"), settings: settings, timeout: 5, transfers: 2)
+    }
+
+    private func message(_ configure: (inout SourceSettings) -> Void) -> String? {
+        do {
+            _ = try make(configure)
+            return nil
+        } catch {
+            return (error as? SourceError)?.message
+        }
+    }
+
+    func testInitChecksSettingsOffline() throws {
+        let source = try make { _ in }
+        XCTAssertEqual(source.displayName, "https://127.0.0.1:9/a%20b/")
+        XCTAssertEqual(source.features, SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true))
+
+        let folder = TemporaryDirectory("settings")
+        FixtureTree.write(folder.path, "secret", "hunter2\n")
+        XCTAssertNoThrow(try make { $0.username = "u"; $0.passwordFile = folder.path("secret") })
+        XCTAssertEqual(message { $0.username = "u" }, "source https://127.0.0.1:9/a%20b/ sets username but no password-file; add password-file")
+        XCTAssertEqual(message { $0.passwordFile = folder.path("secret") }, "source https://127.0.0.1:9/a%20b/ sets password-file but no username; add username")
+        XCTAssertEqual(message { $0.tokenFile = folder.path("secret"); $0.username = "u" },
+                       "source https://127.0.0.1:9/a%20b/ sets token-file together with username or password-file; use one: a bearer token, or username + password-file")
+        XCTAssertEqual(message { $0.caFile = folder.path("missing.pem") },
+                       "cannot read ca-file \(folder.path("missing.pem")) for https://127.0.0.1:9/a%20b/; check that it exists and holds PEM certificates")
+        let unreadable = message { $0.username = "u"; $0.passwordFile = folder.path("missing") }
+        XCTAssertEqual(unreadable, "cannot read password-file \(folder.path("missing")); check that it exists and is readable by this user")
+    }
+
+    func testUnreachableServerIsOneClearError() async throws {
+        let port = try LoopbackServer.freePort()
+        let source = try HTTPSource(location: SourceLocation(parsing: "http://127.0.0.1:\(port)/files/"), settings: SourceSettings(), timeout: 2, transfers: 1)
+        do {
+            _ = try await source.snapshot(options: ListingOptions())
+            XCTFail("listed a server that is not there")
+        } catch let error as SourceError {
+            XCTAssertEqual(error.code, .unreachable)
+            XCTAssertTrue(error.failsRun)
+            XCTAssertTrue(error.message.hasPrefix("cannot reach http://127.0.0.1:\(port)/files/: curl 7 ("), error.message)
+            XCTAssertTrue(error.message.hasSuffix("; check that the server is up and the URL is right"), error.message)
+        }
+    }
+}

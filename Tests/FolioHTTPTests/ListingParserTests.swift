@@ -1,0 +1,75 @@
+@testable import FolioHTTP
+import FolioCore
+import XCTest
+
+/// The pure parts of listing: HTTP dates, index pages, href checks.
+final class ListingParserTests: XCTestCase {
+    func testHTTPDateForms() {
+        XCTAssertEqual(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT"), 784_111_777)
+        XCTAssertEqual(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT"), 784_111_777)
+        XCTAssertEqual(HTTPDate.parse("Sun Nov  6 08:49:37 1994"), 784_111_777)
+        XCTAssertNil(HTTPDate.parse("yesterday"))
+        XCTAssertEqual(HTTPDate.format(784_111_777), "Sun, 06 Nov 1994 08:49:37 GMT")
+        XCTAssertEqual(HTTPDate.format(1_700_000_000), "Tue, 14 Nov 2023 22:13:20 GMT")
+    }
+
+    func testNginxAndApacheHTMLLinks() {
+        let nginx = """
+            <html><body><h1>Index of /x/</h1><hr><pre><a href="../">../</a>
+            <a href="sub/">sub/</a>                 22-Nov-2026 04:45       -
+            <a href="100%25%20%231%20%26more%3F.txt">100% #1 &amp;more?.txt</a>   22-Nov-2026 04:45    9
+            </pre></body></html>
+            """
+        XCTAssertEqual(IndexPageParser.parseHTML(Array(nginx.utf8)).map(\.href), ["../", "sub/", "100%25%20%231%20%26more%3F.txt"])
+        let apache = """
+            <ul><li><a href="/"> Parent Directory</a></li>
+            <li><a href="?C=N;O=D">Name</a></li>
+            <li><A HREF='a&amp;b.txt'> a&amp;b.txt</a></li>
+            </ul>
+            """
+        let links = IndexPageParser.parseHTML(Array(apache.utf8))
+        XCTAssertEqual(links.map(\.href), ["/", "a&b.txt"])
+        XCTAssertEqual(links.map(\.isFolder), [true, false])
+    }
+
+    func testNginxJSONIndex() throws {
+        let json = #"[{ "name":"d", "type":"directory", "mtime":"Sun, 22 Nov 2026 04:45:58 GMT" }, { "name":"a b#.txt", "type":"file", "mtime":"Sun, 22 Nov 2026 04:45:58 GMT", "size":2 }, { "name":"l", "type":"other" }]"#
+        let links = try IndexPageParser.parse(Array(json.utf8), contentType: "application/json")
+        XCTAssertEqual(links.map(\.href), ["d/", "a%20b%23.txt"])
+        XCTAssertEqual(links.map(\.size), [nil, 2])
+    }
+
+    func testHrefChecks() {
+        let urls = SourceURL(secure: false, host: "127.0.0.1", port: 8080, path: "/files/my dir")
+        XCTAssertEqual(urls.url(for: .root, folder: true), "http://127.0.0.1:8080/files/my%20dir/")
+        XCTAssertEqual(try urls.names(ofHref: "/files/my%20dir/a%23b/c.txt"), [Array("a#b".utf8), Array("c.txt".utf8)])
+        XCTAssertEqual(try urls.names(ofHref: "http://127.0.0.1:8080/files/my%20dir/"), [])
+        XCTAssertEqual(try urls.names(ofHref: "c.txt", base: urls.rootNames), [Array("c.txt".utf8)])
+        let refused: [(String, SourceURL.HrefProblem)] = [
+            ("/files/my%20dir/../x", .traversal), ("/files/my%20dir/%2E%2e/x", .traversal), ("/files/my%20dir//x", .traversal),
+            ("/files/my%20dir/a%2Fb", .badEscape), ("/files/my%20dir/a%00b", .badEscape), ("/files/my%20dir/a%zz", .badEscape),
+            ("http://127.0.0.1:8081/files/my%20dir/x", .foreignOrigin), ("https://127.0.0.1:8080/files/my%20dir/x", .foreignOrigin),
+            ("//evil/x", .foreignOrigin), ("http://user@127.0.0.1:8080/files/my%20dir/x", .foreignOrigin),
+            ("/files/other/x", .outsideRoot), ("/files/my%20dir/x?y", .queryOrFragment),
+        ]
+        for (href, problem) in refused {
+            XCTAssertThrowsError(try urls.names(ofHref: href), href) { XCTAssertEqual("\($0)", "\(problem)", href) }
+        }
+    }
+
+    func testMultistatusKeepsOnlyTheOKPropstat() throws {
+        let body = """
+            <?xml version="1.0"?><D:multistatus xmlns:D="DAV:" xmlns:lp1="DAV:"><D:response><D:href>/d/a.txt</D:href>
+            <D:propstat><D:prop><lp1:resourcetype/><lp1:getcontentlength>4</lp1:getcontentlength><lp1:getetag>W/"4-x"</lp1:getetag></D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat>
+            <D:propstat><D:prop><D:getlastmodified/></D:prop><D:status>HTTP/1.1 404 Not Found</D:status></D:propstat></D:response>
+            <D:response><D:href>/d/gone</D:href><D:status>HTTP/1.1 404 Not Found</D:status></D:response></D:multistatus>
+            """
+        let responses = try MultistatusParser.parse(Array(body.utf8))
+        XCTAssertEqual(responses.map(\.href), ["/d/a.txt", "/d/gone"])
+        XCTAssertEqual(responses[0].contentLength, 4)
+        XCTAssertEqual(responses[0].etag, "W/\"4-x\"")
+        XCTAssertNil(responses[0].lastModified)
+        XCTAssertTrue(responses[0].hasProperties)
+        XCTAssertFalse(responses[1].hasProperties)
+    }
+}

@@ -1,0 +1,190 @@
+import FolioTestSupport
+import Foundation
+import Glibc
+
+/// A small Python (stdlib http.server) WebDAV stub on 127.0.0.1 for what real servers will not do on demand:
+/// 429 with Retry-After, hostile multistatus bodies, truncated bodies, a cross-origin redirect, an ETag that
+/// changes between listing and download. Each scenario lives under its own folder; requests are logged as JSON
+/// lines for assertions.
+final class StubServer: @unchecked Sendable {
+    // Why @unchecked Sendable: one test drives one stub from one method.
+    let folder: TemporaryDirectory
+    let port: Int
+    private var pid: Int32?
+    var logPath: String { folder.path("requests.jsonl") }
+
+    /// The size of `big.bin` in the truncated and resume scenarios.
+    static let bigSize = 100_000
+
+    init() throws {
+        folder = TemporaryDirectory("stub")
+        port = try LoopbackServer.freePort()
+        try Self.script.write(toFile: folder.path("stub.py"), atomically: true, encoding: .utf8)
+        let python = FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : "python3"
+        let spawned = try LoopbackServer.spawn(python, [folder.path("stub.py"), String(port), logPath], output: folder.path("stub.log"))
+        pid = spawned
+        try LoopbackServer.waitForPort(port, name: "stub server", log: folder.path("stub.log"))
+    }
+
+    func url(_ scenario: String) -> String { "http://127.0.0.1:\(port)/\(scenario)/" }
+
+    /// The requests received so far, as logged: method, path, range, if_range, time.
+    var requests: [[String: Any]] {
+        ((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "").split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+    }
+
+    deinit {
+        if let pid {
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+        }
+    }
+
+    static let script = #"""
+import json, sys, threading, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+PORT = int(sys.argv[1]); LOG = sys.argv[2]
+BIG = bytes(i % 251 for i in range(100000))
+lock = threading.Lock()
+counts = {}
+
+def multistatus(folder, children, prolog=""):
+    parts = [prolog or '<?xml version="1.0" encoding="utf-8"?>', '<D:multistatus xmlns:D="DAV:">']
+    parts.append('<D:response><D:href>%s</D:href><D:propstat><D:prop><D:resourcetype><D:collection/></D:resourcetype>'
+                 '<D:getlastmodified>Sun, 22 Nov 2026 04:00:00 GMT</D:getlastmodified></D:prop>'
+                 '<D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>' % folder)
+    for href, size, etag in children:
+        parts.append('<D:response><D:href>%s</D:href><D:propstat><D:prop><D:resourcetype/>'
+                     '<D:getcontentlength>%d</D:getcontentlength><D:getetag>%s</D:getetag>'
+                     '<D:getlastmodified>Sun, 22 Nov 2026 04:00:00 GMT</D:getlastmodified></D:prop>'
+                     '<D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>' % (href, size, etag))
+    parts.append('</D:multistatus>')
+    return "\n".join(parts).encode()
+
+LISTINGS = {
+    "ratelimit": [("/ratelimit/f.txt", 5, '"r1"')],
+    "changing": [("/changing/f.txt", 5, '"v1"')],
+    "truncated": [("/truncated/big.bin", 100000, '"t1"')],
+    "resume": [("/resume/big.bin", 100000, '"r1"')],
+    "hostile-dotdot": [("/hostile-dotdot/../escape.txt", 5, '"x"')],
+    "hostile-encoded": [("/hostile-encoded/%2e%2e/%2E%2E/escape.txt", 5, '"x"')],
+    "hostile-slash": [("/hostile-slash/a%2fb.txt", 5, '"x"')],
+    "hostile-foreign": [("http://evil.example/hostile-foreign/x.txt", 5, '"x"')],
+    "hostile-outside": [("/elsewhere/x.txt", 5, '"x"')],
+    "hostile-dup": [("/hostile-dup/f.txt", 5, '"a"'), ("/hostile-dup/f%2Etxt", 5, '"b"')],
+    "ratelimit-header": [("/ratelimit-header/f.txt", 5, '"h1"')],
+    "bearer": [("/bearer/f.txt", 5, '"b1"')],
+    "trickle": [("/trickle/t.bin", 100, '"t"')],
+}
+TOKEN = "Bearer tok-123"
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *args): pass
+
+    def record(self):
+        with lock:
+            with open(LOG, "a") as f:
+                f.write(json.dumps({"method": self.command, "path": self.path, "range": self.headers.get("Range"),
+                                    "if_range": self.headers.get("If-Range"), "depth": self.headers.get("Depth"),
+                                    "authorized": self.headers.get("Authorization") == TOKEN,
+                                    "time": time.time()}) + "\n")
+            key = (self.command, self.path)
+            counts[key] = counts.get(key, 0) + 1
+            return counts[key]
+
+    def send(self, status, body=b"", headers=()):
+        self.send_response(status)
+        for k, v in headers: self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD": self.wfile.write(body)
+
+    def do_OPTIONS(self):
+        self.record()
+        self.send(200, headers=[("DAV", "1")])
+
+    def do_PROPFIND(self):
+        n = self.record()
+        length = int(self.headers.get("Content-Length", "0"))
+        if length: self.rfile.read(length)
+        scenario = self.path.strip("/").split("/")[0]
+        if scenario == "bearer" and self.headers.get("Authorization") != TOKEN:
+            return self.send(401, b"who?", [("WWW-Authenticate", 'Bearer realm="stub"')])
+        if scenario == "ratelimit" and n == 1:
+            return self.send(429, b"slow down", [("Retry-After", "1")])
+        if self.headers.get("Depth") == "infinity":
+            return self.send(403, b"no infinity")
+        if scenario == "redirect":
+            return self.send(301, b"", [("Location", "http://localhost:%d/elsewhere/" % PORT)])
+        if scenario == "hostile-entity":
+            body = ('<?xml version="1.0"?>\n<!DOCTYPE m [<!ENTITY xxe SYSTEM "file:///etc/passwd">]>\n'
+                    '<D:multistatus xmlns:D="DAV:"><D:response><D:href>/hostile-entity/&xxe;</D:href>'
+                    '<D:propstat><D:prop><D:resourcetype/><D:getcontentlength>5</D:getcontentlength></D:prop>'
+                    '<D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response></D:multistatus>').encode()
+            return self.send(207, body, [("Content-Type", "application/xml")])
+        if scenario not in LISTINGS:
+            return self.send(404, b"not found")
+        limits = [("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset", "1")] if scenario == "ratelimit-header" else []
+        self.send(207, multistatus("/%s/" % scenario, LISTINGS[scenario]), [("Content-Type", "application/xml")] + limits)
+
+    def do_HEAD(self): self.do_GET()
+
+    def do_GET(self):
+        self.record()
+        scenario = self.path.strip("/").split("/")[0]
+        if scenario == "ratelimit":
+            return self.send(200, b"hello", [("ETag", '"r1"'), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
+        if scenario == "bearer" and self.headers.get("Authorization") != TOKEN:
+            return self.send(401, b"who?", [("WWW-Authenticate", 'Bearer realm="stub"')])
+        if scenario in ("ratelimit-header", "bearer"):
+            etag = LISTINGS[scenario][0][2]
+            return self.send(200, b"hello", [("ETag", etag), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
+        if scenario == "trickle":
+            # One byte every two seconds: slower than any stall timeout Folio accepts.
+            self.send_response(200)
+            self.send_header("ETag", '"t"')
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            try:
+                for _ in range(100):
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                    time.sleep(2)
+            except OSError:
+                pass
+            self.close_connection = True
+            return
+        if scenario == "changing":
+            return self.send(200, b"hello", [("ETag", '"v2"'), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
+        if scenario in ("truncated", "resume"):
+            etag = '"t1"' if scenario == "truncated" else '"r1"'
+            rng = self.headers.get("Range")
+            if scenario == "resume" and rng and self.headers.get("If-Range") == etag:
+                start = int(rng.split("=")[1].rstrip("-"))
+                body = BIG[start:]
+                self.send_response(206)
+                self.send_header("ETag", etag)
+                self.send_header("Content-Range", "bytes %d-%d/%d" % (start, len(BIG) - 1, len(BIG)))
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            # The whole file is announced; 40,000 bytes come, then the connection drops.
+            self.send_response(200)
+            self.send_header("ETag", etag)
+            self.send_header("Content-Length", str(len(BIG)))
+            self.end_headers()
+            self.wfile.write(BIG[:40000])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self.send(404, b"not found")
+
+ThreadingHTTPServer(("127.0.0.1", PORT), Handler).serve_forever()
+"""#
+}
