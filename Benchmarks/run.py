@@ -915,6 +915,20 @@ def write_markdown(path, meta, rows, checks):
         out.write("\n".join(lines) + "\n")
 
 
+def write_json(path, document):
+    """The results as JSON, one row, target or run per line: small enough to commit, readable in a diff."""
+    with open(path, "w") as out:
+        out.write("{\n")
+        for index, (key, value) in enumerate(document.items()):
+            out.write(f"{json.dumps(key)}: ")
+            if isinstance(value, list):
+                out.write("[\n" + ",\n".join(json.dumps(item, ensure_ascii=False) for item in value) + "\n]")
+            else:
+                out.write(json.dumps(value, ensure_ascii=False))
+            out.write(",\n" if index < len(document) - 1 else "\n")
+        out.write("}\n")
+
+
 def update_readme(table_path):
     """Replaces the part of Benchmarks/README.md between the latest markers with the table just written."""
     readme = os.path.join(HERE, "README.md")
@@ -1089,9 +1103,7 @@ def main(argv):
     output = os.path.abspath(args.output)
     os.makedirs(os.path.dirname(output), exist_ok=True)
     write_markdown(output + ".md", meta, rows, checks)
-    with open(output + ".json", "w") as out:
-        json.dump({"meta": meta, "rows": rows, "targets": checks, "runs": records}, out, indent=1,
-                  ensure_ascii=False)
+    write_json(output + ".json", {"meta": meta, "rows": rows, "targets": checks, "runs": records})
     log(f"wrote {output}.md and {output}.json")
     if args.update_readme:
         update_readme(output + ".md")
