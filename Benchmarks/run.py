@@ -344,7 +344,8 @@ http {{
             requests = len(read_from(self.access_log, before["access"]).splitlines())
         elif kind == "sftp" and tool not in ("rsync", "tar"):
             time.sleep(0.1)  # sftp-server may still be writing its last lines after the tool exited
-            requests = len(re.findall(r"request \d+: ", read_from(self.sftp_log, before["sftp"])))
+            # One "request N: <operation>" line per request; the server's "request N: sent ..." replies are not.
+            requests = len(re.findall(r"request \d+: (?!sent )", read_from(self.sftp_log, before["sftp"])))
         if source.endswith("+rtt"):
             name = kind
             round_trips = proxy_round_trips(self.proxy_logs[name], before[f"proxy-{name}"])
