@@ -73,8 +73,7 @@ final class Installer: Sendable {
                     events.emit(.fileFailed(target: target, path: entry.path, message: error.message))
                     continue
                 }
-                committer.add(RecordedEntry(path: entry.path, kind: .file, size: entry.size, mtime: entry.mtime, validator: entry.validator,
-                                            checksum: entry.checksum, localInode: sealed.inode, localMtime: sealed.mtime))
+                committer.add(RecordedEntry(entry, localInode: sealed.inode, localMtime: sealed.mtime))
                 progress.fileFinished()
                 events.emit(.fileDone(target: target, path: entry.path, bytes: sealed.bytes))
                 tally.bytes += sealed.bytes

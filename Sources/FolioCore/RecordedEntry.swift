@@ -26,8 +26,13 @@ public struct RecordedEntry: Sendable, Hashable {
 
     /// A record of `entry` as now held locally by `item`.
     public init(_ entry: Entry, local item: LocalItem) {
+        self.init(entry, localInode: item.inode, localMtime: item.mtime)
+    }
+
+    /// A record of `entry` as Folio just left it: the local inode and mtime it has now.
+    public init(_ entry: Entry, localInode: UInt64, localMtime: FileTime) {
         self.init(path: entry.path, kind: entry.kind, size: entry.size, mtime: entry.mtime, validator: entry.validator,
-                  checksum: entry.checksum, localInode: item.inode, localMtime: item.mtime)
+                  checksum: entry.checksum, localInode: localInode, localMtime: localMtime)
     }
 
     /// Whether the local item is still exactly what Folio left there.

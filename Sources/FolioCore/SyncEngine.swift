@@ -232,28 +232,21 @@ public struct SyncEngine: Sendable {
             do {
                 try destination.setMtime(entry.path, entry.mtime)
                 let now = try destination.identity(of: entry.path)
-                committer.add(RecordedEntry(path: entry.path, kind: .file, size: entry.size, mtime: entry.mtime, validator: entry.validator,
-                                            checksum: entry.checksum, localInode: now.inode, localMtime: now.mtime))
+                committer.add(RecordedEntry(entry, localInode: now.inode, localMtime: now.mtime))
                 report.updated += 1
                 report.changedPaths.append(entry.path)
             } catch {
                 report.failures.append((entry.path, error.message))
             }
         }
-        let createdFolders = Set(plan.folders.map(\.path))
         for folder in plan.folderTimes {
             do { try destination.setMtime(folder.path, folder.mtime) } catch { report.failures.append((folder.path, error.message)) }
         }
-        for folder in plan.folders where folder.mtime.isKnown == false || createdFolders.contains(folder.path) {
+        // Folders created or retimed are recorded as they are now (their inode tells a later run they are Folio's).
+        var recordedFolders = Set<RelativePath>()
+        for folder in plan.folders + plan.folderTimes where recordedFolders.insert(folder.path).inserted {
             if let now = try? destination.identity(of: folder.path) {
-                committer.add(RecordedEntry(path: folder.path, kind: .folder, size: 0, mtime: folder.mtime, validator: nil, checksum: nil,
-                                            localInode: now.inode, localMtime: now.mtime))
-            }
-        }
-        for folder in plan.folderTimes where !createdFolders.contains(folder.path) {
-            if let now = try? destination.identity(of: folder.path) {
-                committer.add(RecordedEntry(path: folder.path, kind: .folder, size: 0, mtime: folder.mtime, validator: nil, checksum: nil,
-                                            localInode: now.inode, localMtime: now.mtime))
+                committer.add(RecordedEntry(folder, localInode: now.inode, localMtime: now.mtime))
             }
         }
         for update in plan.recordUpdates { committer.add(update) }

@@ -20,45 +20,55 @@ enum ExecListing {
         var path: ArraySlice<UInt8>
     }
 
-    /// Parses find's output; nil when it is truncated or malformed in any way (the caller then lists by readdir).
+    /// Parses find's output in one pass over the bytes; nil when it is truncated or malformed in any way (the
+    /// caller then lists by readdir).
     static func parse(_ output: [UInt8]) -> [Record]? {
         guard output.last == 0 else { return nil }
-        var fields = output.dropLast().split(separator: 0, omittingEmptySubsequences: false)
-        guard let last = fields.popLast(), last.elementsEqual(endMarker), fields.count % 4 == 0 else { return nil }
         var records: [Record] = []
-        records.reserveCapacity(fields.count / 4)
-        var index = 0
-        while index < fields.count {
-            let typeField = fields[index], sizeField = fields[index + 1], timeField = fields[index + 2], path = fields[index + 3]
-            index += 4
-            guard typeField.count == 1, let size = Int64(String(decoding: sizeField, as: UTF8.self)), size >= 0,
-                  let mtime = parseTime(timeField), !path.isEmpty, path.first != UInt8(ascii: "/") else { return nil }
+        records.reserveCapacity(output.count / 48)
+        var cursor = output.startIndex
+        /// The next NUL-terminated field, or nil at the end of the output.
+        func field() -> ArraySlice<UInt8>? {
+            guard cursor < output.endIndex, let end = output[cursor...].firstIndex(of: 0) else { return nil }
+            defer { cursor = end + 1 }
+            return output[cursor..<end]
+        }
+        while let typeField = field() {
+            if cursor == output.endIndex { return typeField.elementsEqual(endMarker) ? records : nil }
+            guard typeField.count == 1, let sizeField = field(), let timeField = field(), let path = field(),
+                  let size = parseInteger(sizeField), let mtime = parseTime(timeField),
+                  !path.isEmpty, path.first != UInt8(ascii: "/") else { return nil }
             records.append(Record(type: typeField.first!, size: size, mtime: mtime, path: path))
         }
-        return records
+        return nil  // no end marker: find did not finish
+    }
+
+    /// A non-negative decimal integer of at most 18 digits.
+    static func parseInteger(_ digits: ArraySlice<UInt8>) -> Int64? {
+        guard !digits.isEmpty, digits.count <= 18 else { return nil }
+        var value: Int64 = 0
+        for byte in digits {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+        }
+        return value
     }
 
     /// `%T@`: seconds, a dot and up to ten fractional digits (GNU find prints nanoseconds and a trailing 0).
     static func parseTime(_ field: ArraySlice<UInt8>) -> FileTime? {
-        var text = Substring(String(decoding: field, as: UTF8.self))
-        let negative = text.hasPrefix("-")
+        var text = field
+        let negative = text.first == UInt8(ascii: "-")
         if negative { text = text.dropFirst() }
-        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count <= 2, let seconds = Int64(parts[0]), !parts[0].isEmpty, parts[0].allSatisfy(\.isASCII) else { return nil }
+        let dot = text.firstIndex(of: UInt8(ascii: "."))
+        guard let seconds = parseInteger(text[..<(dot ?? text.endIndex)]) else { return nil }
         var nanoseconds: Int64 = 0
-        if parts.count == 2 {
-            let digits = parts[1]
-            guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
-            let nine = String(digits.prefix(9)).paddedToNanoseconds
-            guard let value = Int64(nine) else { return nil }
-            nanoseconds = value
+        if let dot {
+            let fraction = text[(dot + 1)...]
+            guard let digits = parseInteger(fraction.prefix(9)), fraction.dropFirst(9).allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+            nanoseconds = digits
+            for _ in fraction.prefix(9).count..<9 { nanoseconds *= 10 }
         }
         let total = seconds * 1_000_000_000 + nanoseconds
         return FileTime(nanoseconds: negative ? -total : total)
     }
-}
-
-extension String {
-    /// Fractional-second digits right-padded with zeros to nine (nanoseconds).
-    fileprivate var paddedToNanoseconds: String { self + String(repeating: "0", count: max(0, 9 - count)) }
 }
