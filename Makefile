@@ -2,7 +2,7 @@
 SWIFT ?= swift
 DEMO_MIRROR ?= $(CURDIR)/demo-mirror
 
-.PHONY: deps build release demo test install clean
+.PHONY: deps build release demo test bench install clean
 
 deps:
 	./scripts/install-deps.sh
@@ -25,6 +25,12 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 	./scripts/verify-systemd.sh
+
+## Benchmarks folio against rclone, rsync, lftp (and tar/curl) on loopback servers; see Benchmarks/README.md.
+## Options go in BENCH_ARGS, e.g. make bench BENCH_ARGS="--quick" (scaled-down trees, one repetition).
+BENCH_ARGS ?=
+bench: deps
+	python3 Benchmarks/run.py $(BENCH_ARGS)
 
 install: release
 	install -m 0755 .build/release/folio /usr/local/bin/folio

@@ -7,6 +7,9 @@
   make-tree.py change DIR  the incremental scenario: 1% changed (some same size), 1% added, 1% removed,
                            one folder renamed
 
+  --scale F (before the kind) keeps the same shape with F times the files and folders (F <= 1): the
+  scaled-down trees that `run.py --quick` uses for development and CI. The default is the full tree.
+
 Names include spaces, '#', '%' and unicode. Same seed, same bytes and mtimes.
 """
 import os
@@ -40,8 +43,11 @@ def write(path, data, stamp_ns):
     os.utime(path, ns=(stamp_ns, stamp_ns))
 
 
-def make(kind, root):
+def make(kind, root, scale=1.0):
     files, folders, low, high = KINDS[kind]
+    # Scaled trees keep file sizes and names; only the counts shrink (never below one folder, one file each, three files).
+    folders = max(1, round(folders * scale))
+    files = max(folders, 3, round(files * scale))  # the change scenario needs three files
     rng = random.Random(f"folio-{kind}")
     for f in range(folders):
         os.makedirs(os.path.join(root, folder_name(f)), exist_ok=True)
@@ -76,9 +82,14 @@ def change(root):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in list(KINDS) + ["change"]:
+    args = sys.argv[1:]
+    scale = 1.0
+    if len(args) == 4 and args[0] == "--scale":
+        scale = float(args[1])
+        args = args[2:]
+    if len(args) != 2 or args[0] not in list(KINDS) + ["change"] or not 0 < scale <= 1:
         sys.exit(__doc__)
-    if sys.argv[1] == "change":
-        change(sys.argv[2])
+    if args[0] == "change":
+        change(args[1])
     else:
-        make(sys.argv[1], sys.argv[2])
+        make(args[0], args[1], scale)
