@@ -31,7 +31,7 @@ public final class SSHServer: @unchecked Sendable {
         hostKeyPath = folder.path("host_ed25519")
         userKeyPath = folder.path("user_ed25519")
         knownHostsPath = folder.path("known_hosts")
-        port = try Self.freePort()
+        port = try LoopbackServer.freePort()
         try Self.run("/usr/bin/ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "folio-test-host", "-f", hostKeyPath])
         try Self.run("/usr/bin/ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "folio-test-user", "-f", userKeyPath])
         try FileManager.default.copyItem(atPath: userKeyPath + ".pub", toPath: folder.path("authorized_keys"))
@@ -170,22 +170,6 @@ public final class SSHServer: @unchecked Sendable {
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { throw ServerError(message: "\(tool) \(arguments) failed: \(output)") }
         return output
-    }
-
-    /// A port nothing listens on now (the kernel picks it; sshd binds it a moment later).
-    static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard bound else { throw ServerError(message: "cannot find a free port: errno \(errno)") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     static func accepts(port: Int) -> Bool {
