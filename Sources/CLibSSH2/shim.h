@@ -36,6 +36,10 @@ static inline ssize_t folio_ssh2_channel_read(LIBSSH2_CHANNEL *channel, char *bu
     return libssh2_channel_read_ex(channel, 0, buffer, length);
 }
 
+static inline ssize_t folio_ssh2_channel_write(LIBSSH2_CHANNEL *channel, const char *buffer, size_t length) {
+    return libssh2_channel_write_ex(channel, 0, buffer, length);
+}
+
 static inline LIBSSH2_SFTP_HANDLE *folio_ssh2_sftp_open(LIBSSH2_SFTP *sftp, const char *path, unsigned int length) {
     return libssh2_sftp_open_ex(sftp, path, length, LIBSSH2_FXF_READ, 0, LIBSSH2_SFTP_OPENFILE);
 }

@@ -18,6 +18,8 @@ struct DownloadStage: Sendable {
         var keepPartials: Set<String> = []
         /// Set when the run cannot go on (nothing reachable, disk full, cancelled).
         var runError: SourceError?
+        /// Downloads a worker had taken but did not get to before it stopped.
+        var unattempted: [Int] = []
     }
 
     let target: String
@@ -32,7 +34,8 @@ struct DownloadStage: Sendable {
 
     func run() async -> Outcome {
         let workerCount = max(1, min(workers, downloads.count))
-        let queue = JobQueue(count: downloads.count, workers: workerCount)
+        let jobs = Self.jobs(for: downloads, workers: workerCount, batching: source.features.batchDownloads)
+        let queue = JobQueue(count: jobs.count, workers: workerCount)
         let outcome = Locked(Outcome())
         let installer = Installer(target: target, destination: destination, runID: runID, committer: committer, events: events, progress: progress)
         let group = DispatchGroup()
@@ -40,7 +43,7 @@ struct DownloadStage: Sendable {
             // Why one serial queue per worker: a connection (a libssh2 session, a curl handle) must only ever
             // be used from one thread, and here it never leaves the queue that opened it.
             DispatchQueue(label: "folio.download.\(index)").async(group: group) {
-                self.work(queue: queue, outcome: outcome, installer: installer)
+                self.work(jobs: jobs, queue: queue, outcome: outcome, installer: installer)
             }
         }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -57,7 +60,9 @@ struct DownloadStage: Sendable {
         result.failures += tally.failures
         result.keepPartials.formUnion(tally.keepPartials)
         // Files no worker got to (every connection failed, or the run was stopped) are failures of this run.
-        while let index = queue.next() {
+        var unattempted = result.unattempted
+        while let job = queue.next() { unattempted += jobs[job] }
+        for index in unattempted {
             let download = downloads[index]
             result.keepPartials.insert(Destination.partialName(for: download.entry))
             result.failures.append((download.entry.path, result.runError?.message ?? "not attempted"))
@@ -65,9 +70,45 @@ struct DownloadStage: Sendable {
         return result
     }
 
-    private func work(queue: JobQueue, outcome: Locked<Outcome>, installer: Installer) {
+    /// Splits the downloads into jobs: runs of small files fetched as one batch when the source can, so that
+    /// every worker still gets several jobs; one file per job otherwise.
+    static func jobs(for downloads: [SyncPlan.Download], workers: Int, batching: Bool) -> [Range<Int>] {
+        guard batching else { return downloads.indices.map { $0..<($0 + 1) } }
+        let small = downloads.lazy.filter { $0.entry.size <= DownloadBatch.maxFileSize }.count
+        // Why two jobs per worker at least: one worker holding the whole tree in one batch would leave the
+        // others idle; more, smaller batches cost a request each.
+        let batchFiles = max(2, min(DownloadBatch.maxFiles, (small + 2 * workers - 1) / (2 * workers)))
+        var jobs: [Range<Int>] = []
+        var start = 0
+        var bytes: Int64 = 0
+        for (index, download) in downloads.enumerated() {
+            let size = download.entry.size
+            if size > DownloadBatch.maxFileSize {
+                if start < index { jobs.append(start..<index) }
+                jobs.append(index..<(index + 1))
+                start = index + 1
+                bytes = 0
+                continue
+            }
+            if index - start == batchFiles || bytes + size > DownloadBatch.maxBytes {
+                jobs.append(start..<index)
+                start = index
+                bytes = 0
+            }
+            bytes += size
+        }
+        if start < downloads.count { jobs.append(start..<downloads.count) }
+        return jobs
+    }
+
+    private func work(jobs: [Range<Int>], queue: JobQueue, outcome: Locked<Outcome>, installer: Installer) {
         var connection: (any SourceConnection)?
-        defer { connection?.close() }
+        /// The current job's downloads not fetched yet.
+        var pending: ArraySlice<Int> = []
+        defer {
+            connection?.close()
+            if !pending.isEmpty { outcome.withLock { $0.unattempted += pending } }
+        }
         var reconnects = 0
         while !progress.isCancelled, outcome.withLock({ $0.runError == nil }) {
             if connection == nil {
@@ -82,18 +123,20 @@ struct DownloadStage: Sendable {
                     return
                 }
             }
-            guard let index = queue.next() else { return }
-            let download = downloads[index]
+            if pending.isEmpty {
+                guard let job = queue.next() else { return }
+                pending = ArraySlice(jobs[job])
+                if pending.count > 1 {
+                    pending = ArraySlice(transferBatch(Array(pending), with: connection!, installer: installer, outcome: outcome))
+                    continue
+                }
+            }
+            let download = downloads[pending.removeFirst()]
             do {
                 installer.add(try transfer(download, with: connection!))
             } catch {
                 let sourceError = error as? SourceError ?? SourceError(.localIO, "\(download.entry.path): \(error)")
-                let name = Destination.partialName(for: download.entry)
-                events.emit(.fileFailed(target: target, path: download.entry.path, message: sourceError.message))
-                outcome.withLock { result in
-                    result.failures.append((download.entry.path, sourceError.message))
-                    result.keepPartials.insert(name)
-                }
+                record(sourceError, for: download, in: outcome)
                 switch sourceError.code {
                 case .unreachable:
                     // The connection is gone: reconnect once; a second loss ends this worker.
@@ -115,6 +158,44 @@ struct DownloadStage: Sendable {
                 }
             }
         }
+    }
+
+    /// Reports one file that could not be fetched or installed, keeping its partial file for the next run.
+    private func record(_ error: SourceError, for download: SyncPlan.Download, in outcome: Locked<Outcome>) {
+        events.emit(.fileFailed(target: target, path: download.entry.path, message: error.message))
+        outcome.withLock { result in
+            result.failures.append((download.entry.path, error.message))
+            result.keepPartials.insert(Destination.partialName(for: download.entry))
+        }
+    }
+
+    /// Fetches a job's small files in one request and hands the ones that arrived whole to the installer;
+    /// returns the indices left to fetch one by one (all of them when the batch failed as a whole).
+    private func transferBatch(_ indices: [Int], with connection: any SourceConnection, installer: Installer, outcome: Locked<Outcome>) -> [Int] {
+        let entries = indices.map { downloads[$0].entry }
+        let batch = DownloadBatch(entries: entries, progress: progress) { index throws(SourceError) in
+            try destination.openPartial(named: Destination.partialName(for: entries[index]), expectedSize: entries[index].size, resumable: false).fd
+        }
+        // Why the error is dropped: each file left over is fetched again on its own, which reports its own
+        // error (or the connection's) with the file's name.
+        try? connection.download(batch: batch)
+        var left: [Int] = []
+        for (position, index) in indices.enumerated() {
+            guard let sink = batch.takeComplete(position) else {
+                left.append(index)
+                continue
+            }
+            let download = downloads[index]
+            let name = Destination.partialName(for: download.entry)
+            do {
+                let sealed = try destination.seal(partialFD: sink.fileDescriptor, partialName: name, as: download.entry)
+                installer.add(Installer.Sealed(download: download, partialName: name, inode: sealed.inode, mtime: sealed.mtime, bytes: sink.bytesTransferred))
+            } catch {
+                record(error, for: download, in: outcome)
+            }
+        }
+        batch.discardRest()
+        return left
     }
 
     /// Copies one file into its partial file and seals it for the installer.

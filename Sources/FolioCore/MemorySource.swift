@@ -13,6 +13,7 @@ public final class MemorySource: Source {
         var rootError: SourceError?
         var failingDownloads: [RelativePath: SourceError] = [:]
         var downloads: [(RelativePath, Int64)] = []
+        var batches: [[RelativePath]] = []
     }
 
     public let features: SourceFeatures
@@ -70,6 +71,9 @@ public final class MemorySource: Source {
     /// Every download asked for so far: path and starting offset.
     public var downloads: [(RelativePath, Int64)] { state.withLock { $0.downloads } }
 
+    /// Every batch asked for so far (with `features.batchDownloads`): its paths, in order.
+    public var batches: [[RelativePath]] { state.withLock { $0.batches } }
+
     public func snapshot(options: ListingOptions) async throws -> Snapshot {
         try state.withLock { state in
             if let error = state.rootError { throw error }
@@ -91,6 +95,18 @@ public final class MemorySource: Source {
     }
 
     public func makeConnection() throws -> any SourceConnection { MemoryConnection(source: self) }
+
+    /// A batch delivers, as a server-side `tar` would, every file that is there and unchanged; a file set to
+    /// fail is left out (the engine then fetches it on its own and gets the error).
+    fileprivate func content(forBatch entries: [Entry]) -> [[UInt8]?] {
+        state.withLock { state in
+            state.batches.append(entries.map(\.path))
+            return entries.map { entry in
+                guard state.failingDownloads[entry.path] == nil, state.entries[entry.path] == entry else { return nil }
+                return state.contents[entry.path]
+            }
+        }
+    }
 
     fileprivate func content(for entry: Entry, from offset: Int64) throws -> [UInt8] {
         try state.withLock { state in
@@ -115,6 +131,14 @@ final class MemoryConnection: SourceConnection {
     func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws {
         let bytes = try source.content(for: entry, from: offset)
         try bytes.withUnsafeBytes { try sink.write($0) }
+    }
+
+    func download(batch: DownloadBatch) throws {
+        for (index, content) in source.content(forBatch: batch.entries).enumerated() {
+            guard let content else { continue }
+            try content.withUnsafeBytes { try batch.sink(for: index).write($0) }
+            batch.markComplete(index)
+        }
     }
 
     func close() {}

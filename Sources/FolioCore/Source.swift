@@ -30,8 +30,17 @@ public protocol SourceConnection: AnyObject {
     /// a file that changed meanwhile throws `.changed`. Checks `sink` for cancellation between chunks.
     func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws
 
+    /// Fetches many small files in one request, for sources whose `features.batchDownloads` is set. Marks in
+    /// `batch` the files that arrived whole and unchanged; the engine fetches the others one by one. Throws
+    /// only when the connection itself failed; the default fetches nothing.
+    func download(batch: DownloadBatch) throws
+
     /// Releases the connection; called once, on the worker's thread.
     func close()
+}
+
+extension SourceConnection {
+    public func download(batch: DownloadBatch) throws {}
 }
 
 /// What a source can tell and do.
@@ -42,10 +51,14 @@ public struct SourceFeatures: Sendable, Equatable {
     public var checksums: Bool
     /// Whether `download(_:into:from:)` honours a non-zero offset.
     public var resumable: Bool
+    /// Whether connections may fetch many small files per request (`download(batch:)`); the engine then
+    /// groups small files into batches.
+    public var batchDownloads: Bool
 
-    public init(mtimePrecision: TimePrecision, checksums: Bool = false, resumable: Bool = true) {
+    public init(mtimePrecision: TimePrecision, checksums: Bool = false, resumable: Bool = true, batchDownloads: Bool = false) {
         self.mtimePrecision = mtimePrecision
         self.checksums = checksums
         self.resumable = resumable
+        self.batchDownloads = batchDownloads
     }
 }

@@ -143,33 +143,60 @@ enum LibSSH2 {
 
     // MARK: Exec
 
-    /// Runs a command, sends EOF to its stdin and returns its stdout (capped at `limit` bytes) and exit status.
-    /// stderr is discarded by libssh2, so a chatty command cannot stall the channel.
+    /// Runs a command with an empty stdin and returns its stdout (capped at `limit` bytes: `complete` is false
+    /// when it was cut there) and exit status.
     static func exec(_ session: OpaquePointer, command: String, limit: Int) throws(LibSSH2Error) -> (output: [UInt8], status: Int32, complete: Bool) {
+        struct OverLimit: Error {}
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 << 10, alignment: 16)
+        defer { buffer.deallocate() }
+        var output: [UInt8] = []
+        do {
+            // Why EOF first (an empty input): under `ForceCommand internal-sftp` the "command" is an SFTP server
+            // waiting on stdin.
+            let status = try exec(session, command: command, input: [], buffer: buffer) { chunk in
+                output.append(contentsOf: chunk)
+                if output.count > limit { throw OverLimit() }
+            }
+            return (output, status, true)
+        } catch let error as LibSSH2Error {
+            throw error
+        } catch {
+            return (output, -1, false)
+        }
+    }
+
+    /// Runs a command, writes `input` to its stdin, sends EOF, and hands its stdout to `body` chunk by chunk as
+    /// it arrives; returns the exit status. stderr is discarded by libssh2, so a chatty command cannot stall the
+    /// channel. When `body` throws, the channel is closed and the error rethrown.
+    static func exec(_ session: OpaquePointer, command: String, input: [UInt8], buffer: UnsafeMutableRawBufferPointer,
+                     _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Int32 {
         guard let channel = folio_ssh2_channel_open_session(session) else { throw lastError(session) }
         defer { libssh2_channel_free(channel) }
         try check(libssh2_channel_handle_extended_data2(channel, LIBSSH2_CHANNEL_EXTENDED_DATA_IGNORE), session)
         try check(folio_ssh2_channel_exec(channel, command, UInt32(command.utf8.count)), session)
-        // Why EOF first: under `ForceCommand internal-sftp` the "command" is an SFTP server waiting on stdin.
-        try check(libssh2_channel_send_eof(channel), session)
-        var output: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 256 << 10)
-        var complete = true
-        while true {
-            let count = buffer.withUnsafeMutableBufferPointer {
-                $0.withMemoryRebound(to: CChar.self) { folio_ssh2_channel_read(channel, $0.baseAddress, $0.count) }
+        var written = 0
+        while written < input.count {
+            let count = input.withUnsafeBufferPointer {
+                $0.withMemoryRebound(to: CChar.self) { folio_ssh2_channel_write(channel, $0.baseAddress! + written, $0.count - written) }
             }
             if count < 0 { throw lastError(session) }
+            written += count
+        }
+        try check(libssh2_channel_send_eof(channel), session)
+        while true {
+            let count = folio_ssh2_channel_read(channel, buffer.baseAddress!.assumingMemoryBound(to: CChar.self), buffer.count)
+            if count < 0 { throw lastError(session) }
             if count == 0 { break }
-            output.append(contentsOf: buffer[0..<count])
-            if output.count > limit {
-                complete = false
-                break
+            do {
+                try body(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            } catch {
+                _ = libssh2_channel_close(channel)
+                throw error
             }
         }
         _ = libssh2_channel_close(channel)
-        if complete { _ = libssh2_channel_wait_closed(channel) }
-        return (output, libssh2_channel_get_exit_status(channel), complete)
+        _ = libssh2_channel_wait_closed(channel)
+        return libssh2_channel_get_exit_status(channel)
     }
 
     // MARK: SFTP

@@ -9,11 +9,17 @@ final class SFTPConnection: SourceConnection {
     static let bufferSize = 512 << 10
 
     private let session: SSHSession
+    private let tarBatch: TarBatch
     private var buffer: UnsafeMutableRawBufferPointer
 
-    init(session: SSHSession) {
+    init(session: SSHSession, tarBatch: TarBatch) {
         self.session = session
+        self.tarBatch = tarBatch
         buffer = .allocate(byteCount: Self.bufferSize, alignment: 16)
+    }
+
+    func download(batch: DownloadBatch) throws {
+        try tarBatch.fetch(batch, with: session, buffer: buffer)
     }
 
     func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws {

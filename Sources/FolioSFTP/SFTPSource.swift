@@ -9,6 +9,8 @@ public struct SFTPSource: Source {
     let endpoint: SFTPEndpoint
     /// Sessions left open by the last listing, up to `transfers`, for the first download workers.
     private let idle: IdleSessions
+    /// Whether this server streams small files with tar; shared by the download workers' connections.
+    private let tarBatch: TarBatch
     /// Which listing path to take; tests pin one to compare them.
     var listingMethod: SFTPLister.Method = .automatic
     private let location: SourceLocation
@@ -32,12 +34,17 @@ public struct SFTPSource: Source {
             timeoutSeconds: max(1, timeout))
         self.location = location
         idle = IdleSessions(capacity: max(0, transfers))
+        tarBatch = TarBatch(rootPath: root)
     }
 
     public var displayName: String { location.description }
 
-    /// SFTP version 3 reports whole seconds; the exec listing adds nanoseconds where the server has them.
-    public var features: SourceFeatures { SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true) }
+    /// Whether downloads still fetch small files in batches (false once the server turned out to lack exec or tar).
+    var tarBatchesAvailable: Bool { tarBatch.isAvailable }
+
+    /// SFTP version 3 reports whole seconds; the exec listing adds nanoseconds where the server has them. Small
+    /// files come in batches over `tar` where the server has it (see `TarBatch`).
+    public var features: SourceFeatures { SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true, batchDownloads: true) }
 
     public func snapshot(options: ListingOptions) async throws -> Snapshot {
         try await SFTPLister(endpoint: endpoint, options: options, method: listingMethod, idle: idle).snapshot()
@@ -46,6 +53,6 @@ public struct SFTPSource: Source {
     /// Gives one download worker a session, on its thread: one the listing left open if it still answers,
     /// else a new one (handshakes are bounded process-wide).
     public func makeConnection() throws -> any SourceConnection {
-        SFTPConnection(session: try idle.take() ?? SSHSession.open(endpoint))
+        SFTPConnection(session: try idle.take() ?? SSHSession.open(endpoint), tarBatch: tarBatch)
     }
 }

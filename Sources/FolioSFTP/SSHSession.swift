@@ -120,6 +120,11 @@ final class SSHSession {
         try LibSSH2.exec(session, command: command, limit: limit)
     }
 
+    /// Runs a command fed `input` on stdin, handing its stdout to `body` as it arrives; returns its exit status.
+    func exec(_ command: String, input: [UInt8], buffer: UnsafeMutableRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Int32 {
+        try LibSSH2.exec(session, command: command, input: input, buffer: buffer, body)
+    }
+
     func openFile(_ path: [UInt8]) throws(LibSSH2Error) -> OpaquePointer { try LibSSH2.openFile(session, sftp, path) }
 
     func seek(_ handle: OpaquePointer, to offset: Int64) { LibSSH2.seek(handle, to: offset) }

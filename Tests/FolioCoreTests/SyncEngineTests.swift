@@ -234,6 +234,33 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertTrue(source.downloads.isEmpty)
     }
 
+    /// A source that fetches small files in batches: they come in a few requests; a file the batch leaves out
+    /// and a big file are fetched on their own; the mirror is exact and the failure names its file.
+    func testSmallFilesComeInBatchesAndWhatABatchMissesIsFetchedAlone() async throws {
+        source = MemorySource(features: SourceFeatures(mtimePrecision: .nanosecond, batchDownloads: true))
+        target.transfers = 2
+        for index in 0..<50 { source.setFile("small/\(String(index).leftPadded(to: 2))", "file \(index)", mtime: FileTime(seconds: 1_600_000_000 + Int64(index))) }
+        let big = String(repeating: "b", count: Int(DownloadBatch.maxFileSize) + 1)
+        source.setFile("big", big)
+        source.failDownload("small/07", with: SourceError(.permission, "cannot read small/07: permission denied", path: try RelativePath(validating: "small/07")))
+        let report = await run()
+        XCTAssertEqual(report.result, .synced)
+        XCTAssertEqual(report.downloaded, 50)
+        XCTAssertEqual(report.failures.map(\.path.description), ["small/07"])
+        XCTAssertEqual(report.failures.first?.message, "cannot read small/07: permission denied")
+        // 50 small files over 2 workers: batches of 13 (two jobs per worker at least).
+        XCTAssertEqual(source.batches.map(\.count).sorted(), [11, 13, 13, 13])
+        XCTAssertEqual(Set(source.downloads.map(\.0.description)), ["big", "small/07"], "only what no batch delivered is fetched alone")
+        XCTAssertEqual(content("big"), big)
+        for index in 0..<50 where index != 7 {
+            let name = "small/\(String(index).leftPadded(to: 2))"
+            XCTAssertEqual(content(name), "file \(index)")
+            XCTAssertEqual(FixtureTree.mtime(destination.path(name)), (1_600_000_000 + Int64(index)) * 1_000_000_000)
+        }
+        XCTAssertNil(content("small/07"))
+        XCTAssertEqual(FixtureTree.listing(destination.path(".folio/partial")).filter { !$0.hasSuffix("/") }.count, 1, "only the failed file's partial file stays, for the next run")
+    }
+
     func testAnETagChangeWithSameSizeAndTimeIsFetched() async throws {
         source.setFile("page.html", "AAAA", validator: "\"1\"")
         source.setFile("x", "x")

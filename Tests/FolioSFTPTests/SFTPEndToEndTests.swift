@@ -44,6 +44,28 @@ final class SFTPEndToEndTests: XCTestCase {
         XCTAssertEqual(again.events.last?["downloaded"] as? Int, 0, again.stdout)
     }
 
+    /// 300 small files come in 8 tar batches (two per worker), byte- and nanosecond-exact; an edit comes too.
+    func testSmallFilesComeInBatchesAndTheMirrorIsExact() throws {
+        let server = try SSHServer()
+        for index in 0..<300 {
+            FixtureTree.write(work.path("src"), "folder \(index % 3)/file #\(index) 100%.txt", FixtureTree.bytes(count: 100 + index * 13, seed: UInt64(index)),
+                              mtime: (1_600_000_000 + index, index * 1_000 + 7))
+        }
+        let first = FolioBinary.run(mirror(server, work.path("src")), environment: environment)
+        XCTAssertEqual(first.status, 0, first.stderr)
+        XCTAssertEqual(first.events.last?["downloaded"] as? Int, 300, first.stdout)
+        let log = try String(contentsOfFile: server.logPath, encoding: .utf8)
+        XCTAssertEqual(log.components(separatedBy: "Starting session: command").count - 1, 1 + 8, "one listing, then 8 batches")
+        FixtureTree.write(work.path("src"), "folder 1/file #1 100%.txt", "edited", mtime: (1_700_000_000, 0))
+        let second = FolioBinary.run(mirror(server, work.path("src")), environment: environment)
+        XCTAssertEqual(second.status, 0, second.stderr)
+        XCTAssertEqual(FixtureTree.listing(work.path("dst")), FixtureTree.listing(work.path("src")))
+        for path in FixtureTree.listing(work.path("src")) where !path.hasSuffix("/") {
+            XCTAssertEqual(FixtureTree.read(work.path("dst/" + path)), FixtureTree.read(work.path("src/" + path)), path)
+            XCTAssertEqual(FixtureTree.mtime(work.path("dst/" + path)), FixtureTree.mtime(work.path("src/" + path)), path)
+        }
+    }
+
     func testUnknownHostExitsOneWithTheTrustCommandThenTrustedWorks() throws {
         let server = try SSHServer()
         FixtureTree.write(work.path("src"), "a.txt", "alpha\n")

@@ -1,0 +1,152 @@
+@testable import FolioCore
+@testable import FolioSFTP
+import FolioTestSupport
+import Foundation
+import Glibc
+import XCTest
+
+/// Small files fetched with one `tar` over exec from a real sshd: what counts as arrived, and what falls back.
+final class TarBatchTests: SFTPTestCase {
+    /// Names tar must carry byte for byte: a leading dash, a backslash, `#`, `%`, non-ASCII, a path over the
+    /// 100 bytes of a tar header's name field, and an empty file.
+    static let names = ["-dash", "back\\slash", "naïve #1 %20.txt", "empty",
+                        String(repeating: "long folder name ", count: 4) + "/" + String(repeating: "n", count: 90) + ".bin"]
+
+    /// Lists `served` over exec and fetches its files in one batch on a worker queue, as the engine does.
+    /// Returns, per entry path, the bytes of the files marked complete (nil for the others).
+    private func fetchBatch(_ source: SFTPSource, _ entries: [Entry]) async throws -> [String: [UInt8]?] {
+        let scratch = TemporaryDirectory("tar-batch-out")
+        return try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue(label: "test.worker").async {
+                continuation.resume(with: Result {
+                    let connection = try source.makeConnection()
+                    defer { connection.close() }
+                    let batch = DownloadBatch(entries: entries, progress: TransferProgress()) { index in
+                        open(scratch.path("\(index)"), O_RDWR | O_CREAT | O_TRUNC, 0o644)
+                    }
+                    try connection.download(batch: batch)
+                    var result: [String: [UInt8]?] = [:]
+                    for (index, entry) in entries.enumerated() {
+                        if let sink = batch.takeComplete(index) {
+                            close(sink.fileDescriptor)
+                            result[entry.path.description] = FixtureTree.read(scratch.path("\(index)"))
+                        } else {
+                            result[entry.path.description] = .some(nil)
+                        }
+                    }
+                    batch.discardRest()
+                    return result
+                })
+            }
+        }
+    }
+
+    private func files(_ snapshot: Snapshot) -> [Entry] { snapshot.entries.filter { $0.kind == .file } }
+
+    func testFilesArriveExactlyAndAFileChangedSinceTheListingDoesNot() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("tar-served")
+        var expected: [String: [UInt8]] = [:]
+        for (index, name) in Self.names.enumerated() {
+            let content = name == "empty" ? [] : FixtureTree.bytes(count: 1000 * index + 17, seed: UInt64(index))
+            FixtureTree.write(served.path, name, content, mtime: (1_600_000_000 + index, 0))
+            expected[name] = content
+        }
+        FixtureTree.write(served.path, "stale", "old", mtime: (1_600_000_000, 0))
+        let source = try source(server, served.path, method: .execOnly)
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        // Changed after the listing (same size, new time): tar sends it, but not as listed.
+        FixtureTree.write(served.path, "stale", "new", mtime: (1_700_000_000, 0))
+
+        let fetched = try await fetchBatch(source, files(snapshot))
+        XCTAssertEqual(fetched.count, Self.names.count + 1)
+        for name in Self.names { XCTAssertEqual(fetched[name] ?? nil, expected[name], name) }
+        XCTAssertEqual(fetched["stale"], .some(nil), "a file that changed since the listing is not taken from the batch")
+        let log = try String(contentsOfFile: server.logPath, encoding: .utf8)
+        XCTAssertEqual(log.components(separatedBy: "Starting session: command").count - 1, 2, "one exec for the listing, one for the batch")
+    }
+
+    /// tar exits non-zero when a file it was asked for is gone: then nothing in the batch is trusted, and the
+    /// server keeps being asked for batches (tar itself works).
+    func testAVanishedFileMakesTheBatchFallBack() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("tar-served")
+        for name in ["a", "b", "c"] { FixtureTree.write(served.path, name, name) }
+        let source = try source(server, served.path, method: .execOnly)
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        unlink(served.path("b"))
+        let fetched = try await fetchBatch(source, files(snapshot))
+        XCTAssertEqual(fetched, ["a": nil, "b": nil, "c": nil])
+        XCTAssertTrue(source.tarBatchesAvailable)
+    }
+
+    /// An SFTP-only account (`ForceCommand internal-sftp`): the exec gets an SFTP server, not tar. The batch
+    /// returns at once with nothing, and the source stops asking.
+    func testAnSFTPOnlyServerIsAskedOnceThenNever() async throws {
+        let server = try SSHServer(forceInternalSFTP: true)
+        let served = TemporaryDirectory("tar-served")
+        for name in ["a", "b"] { FixtureTree.write(served.path, name, name) }
+        let source = try source(server, served.path)
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        let fetched = try await fetchBatch(source, files(snapshot))
+        XCTAssertEqual(fetched, ["a": nil, "b": nil])
+        XCTAssertFalse(source.tarBatchesAvailable)
+    }
+
+    /// The reader takes a real GNU tar archive in chunks of any size, and refuses what is not tar.
+    func testReaderParsesGNUTarInAnyChunkingAndRefusesOtherBytes() throws {
+        let folder = TemporaryDirectory("tar-reader")
+        var expected: [(name: String, content: [UInt8])] = []
+        for (index, name) in Self.names.enumerated() {
+            let content = name == "empty" ? [] : FixtureTree.bytes(count: 700 * index + 3, seed: UInt64(index))
+            FixtureTree.write(folder.path, name, content, mtime: (1_600_000_000 + index, 0))
+            expected.append((name, content))
+        }
+        let archive = folder.path("archive.tar")
+        let list = Self.names.joined(separator: "\0") + "\0"
+        try list.write(toFile: folder.path("list"), atomically: true, encoding: .utf8)
+        let tar = Process()
+        tar.executableURL = URL(fileURLWithPath: "/bin/tar")
+        tar.currentDirectoryURL = URL(fileURLWithPath: folder.path)
+        tar.arguments = ["--format=gnu", "--no-recursion", "--null", "--verbatim-files-from", "-cf", archive, "-T", "list"]
+        try tar.run()
+        tar.waitUntilExit()
+        XCTAssertEqual(tar.terminationStatus, 0)
+        let bytes = try XCTUnwrap(FixtureTree.read(archive))
+
+        for chunkSize in [1, 7, 511, 512, 513, 65536] {
+            var reader = TarReader()
+            var members: [(name: String, size: Int64, mtime: Int64, content: [UInt8])] = []
+            var ends = 0
+            try bytes.withUnsafeBytes { all in
+                var offset = 0
+                while offset < all.count {
+                    let chunk = UnsafeRawBufferPointer(rebasing: all[offset..<min(all.count, offset + chunkSize)])
+                    try reader.feed(chunk) { event in
+                        switch event {
+                        case let .member(member): members.append((String(decoding: member.name, as: UTF8.self), member.size, member.mtime, []))
+                        case let .data(data): members[members.count - 1].content += data
+                        case .memberEnd: ends += 1
+                        }
+                    }
+                    offset += chunkSize
+                }
+            }
+            XCTAssertTrue(reader.isFinished, "chunks of \(chunkSize)")
+            XCTAssertEqual(ends, expected.count)
+            XCTAssertEqual(members.map(\.name), expected.map(\.name), "chunks of \(chunkSize)")
+            XCTAssertEqual(members.map(\.content), expected.map(\.content), "chunks of \(chunkSize)")
+            XCTAssertEqual(members.map(\.size), expected.map { Int64($0.content.count) })
+            XCTAssertEqual(members.map(\.mtime), (0..<expected.count).map { 1_600_000_000 + Int64($0) })
+        }
+
+        var reader = TarReader()
+        let text = Array(String(repeating: "This account can only be used for SFTP.\n", count: 20).utf8)
+        XCTAssertThrowsError(try text.withUnsafeBytes { try reader.feed($0) { _ in } })
+        XCTAssertFalse(reader.sawValidBlock)
+        var cut = TarReader()
+        try bytes.withUnsafeBytes { try cut.feed(UnsafeRawBufferPointer(rebasing: $0[0..<1500])) { _ in } }
+        XCTAssertTrue(cut.sawValidBlock)
+        XCTAssertFalse(cut.isFinished, "a cut stream is never taken as complete")
+    }
+}
