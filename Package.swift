@@ -22,7 +22,7 @@ let package = Package(
         .systemLibrary(name: "CLibCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .target(name: "FolioSFTP", dependencies: ["FolioCore", "CLibSSH2"]),
         .target(name: "FolioHTTP", dependencies: ["FolioCore", "CLibCurl"]),
-        .target(name: "FolioState", dependencies: ["FolioCore", .product(name: "GRDB", package: "GRDB.swift")]),
+        .target(name: "FolioState", dependencies: ["FolioCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift")]),
         .executableTarget(
             name: "folio",
             dependencies: [

@@ -1,6 +1,7 @@
 import FolioCore
 import Foundation
 import GRDB
+import GRDBSQLite
 
 /// The SQLite state database (WAL, numbered migrations): targets, the record of what Folio wrote for each,
 /// and every run. One per state directory, shared by `folio sync --now`, `folio mirror` and the daemon.
@@ -23,6 +24,13 @@ public final class StateDatabase: StateStore, Sendable {
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA journal_mode = WAL")
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            // Why a persistent WAL: SQLite otherwise deletes it when the last connection closes, and the next
+            // run's first commit creates it again and flushes the new file: 10 ms of a 30 ms no-change run.
+            // Kept, it is reused; crash safety is unchanged. The size limit truncates it after a checkpoint
+            // (an initial run's record can make it tens of MB).
+            try db.execute(sql: "PRAGMA journal_size_limit = 4194304")
+            var persist: Int32 = 1
+            _ = sqlite3_file_control(db.sqliteConnection, "main", SQLITE_FCNTL_PERSIST_WAL, &persist)
         }
         do {
             queue = try DatabaseQueue(path: path, configuration: configuration)
