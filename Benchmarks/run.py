@@ -8,7 +8,7 @@ same deterministic trees, in the same run, alternating, with every result verifi
 
 What one invocation does:
   1. installs missing Debian packages (rclone rsync lftp openssh-server nginx + dav_ext, curl) and builds
-     folio in release mode;
+     folio in release mode (make release);
   2. starts, on 127.0.0.1 high ports only, an sshd with its own config and keys, an nginx with WebDAV
      (dav_ext) and an access log, and one delay proxy (+10 ms each way = 20 ms RTT) in front of each;
   3. generates the trees (make-tree.py, seeded) and their changed copies (make-tree.py change);
@@ -155,8 +155,8 @@ def build_folio(args):
     if args.folio:
         return os.path.abspath(args.folio)
     if not args.no_build:
-        log("building folio (swift build -c release)")
-        subprocess.run(["swift", "build", "-c", "release"], cwd=REPO, check=True)
+        log("building folio (make release: swift build -c release --static-swift-stdlib)")
+        subprocess.run(["make", "-s", "release"], cwd=REPO, check=True)
     binary = os.path.join(REPO, ".build", "release", "folio")
     if not os.path.exists(binary):
         raise SystemExit(f"bench: {binary} is missing; build it or pass --folio PATH")
