@@ -684,6 +684,9 @@ def run_measured(argv, env, log_path, timeout):
     with open(log_path, "ab") as out:
         out.write(("$ " + " ".join(shlex.quote(a) for a in argv) + "\n").encode())
         out.flush()
+        # Why sync first (untimed): the previous tool's (and the harness's) unflushed writes would otherwise be
+        # flushed during this run, by the kernel or by a tool that makes its files durable (Folio's syncfs).
+        os.sync()
         start = time.monotonic()
         # A new session, so a timeout can kill the tool's whole process group (ssh children included).
         child = subprocess.Popen([GNU_TIME, "-f", "%M", "-o", rss_file, *argv], stdin=subprocess.DEVNULL,
@@ -879,7 +882,7 @@ def write_markdown(path, meta, rows, checks):
              + " (median shown; a row with any failed repetition shows failed)",
              "- Trees: " + ", ".join(meta["tree_sizes"]) + (f"; chains left out: {', '.join(meta['skipped'])}"
                                                              if meta["skipped"] else ""),
-             "- Conditions: warm page cache (nothing dropped), loopback 127.0.0.1; `+rtt` rows go through the "
+             "- Conditions: warm page cache (nothing dropped), `sync` before every timed run, loopback 127.0.0.1; `+rtt` rows go through the "
              "harness's delay proxy (+10 ms each way = 20 ms RTT)",
              "- Versions: " + "; ".join(f"{k} {v}" for k, v in meta["versions"].items()), "",
              "`folio/this` is Folio's median divided by this row's; on Folio's own row, by the best mirror tool's "
