@@ -9,7 +9,7 @@ struct ConfigParser {
     static let defaultableKeys = ["transfers", "interval", "max-delete", "trash-days", "timeout", "symlinks", "known-hosts"]
     static let targetKeys = ["name", "source", "destination", "mode", "enabled", "exclude", "on-change",
                              "identity", "passphrase-file", "password-file", "webdav", "username", "token-file",
-                             "ca-file", "insecure-tls", "requests-per-second"] + defaultableKeys
+                             "ca-file", "insecure-tls", "requests-per-second", "connections"] + defaultableKeys
 
     func parse(_ tables: [TOMLReader.Table]) throws(ConfigError) -> Config {
         var config = Config(file: file, targets: [])
@@ -125,6 +125,7 @@ struct ConfigParser {
             case .string("auto"): target.sourceSettings.webdav = nil
             default: throw error(key, "webdav must be \"auto\", true or false")
             }
+        case "connections": target.sourceSettings.connections = try integer(key, in: 1...64)
         case "requests-per-second":
             switch key.value {
             case .integer(let value) where value > 0: target.sourceSettings.requestsPerSecond = Double(value)

@@ -37,6 +37,9 @@ public final class DownloadBatch {
         return sink
     }
 
+    /// Whether the run is being stopped: a source checks it between files.
+    public var isCancelled: Bool { progress.isCancelled }
+
     /// Records that `entries[index]` is whole in its sink and is the version that was listed.
     public func markComplete(_ index: Int) { completed[index] = true }
 

@@ -84,6 +84,9 @@ public struct SourceSettings: Sendable, Equatable {
     public var insecureTLS = false
     /// Upper bound on HTTP requests per second to this source; nil for none.
     public var requestsPerSecond: Double?
+    /// Most HTTP requests in flight to this source's server at once; nil for the default (16, or `transfers`
+    /// when that is more).
+    public var connections: Int?
 
     public init() {}
 }

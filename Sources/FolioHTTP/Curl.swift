@@ -47,7 +47,9 @@ final class CurlEasy {
         var isCancellation: Bool { code == Int32(CURLE_ABORTED_BY_CALLBACK.rawValue) }
     }
 
-    private let handle: UnsafeMutableRawPointer
+    fileprivate let handle: UnsafeMutableRawPointer
+    /// The transfer between `start` and `finish`: what libcurl's callbacks write into, and the request headers.
+    private var transfer: (context: TransferContext, headers: UnsafeMutablePointer<curl_slist>?)?
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
 
     init() throws {
@@ -65,7 +67,7 @@ final class CurlEasy {
 
     /// Why a lazy static: `curl_global_init` is not thread-safe and must run exactly once, before any handle;
     /// Swift runs a static initializer once, under a lock.
-    private static let globalInit: Bool = curl_global_init(Int(CURL_GLOBAL_ALL)) == CURLE_OK
+    fileprivate static let globalInit: Bool = curl_global_init(Int(CURL_GLOBAL_ALL)) == CURLE_OK
 
     /// Sends `request` and waits for the whole response, on the calling thread (never a cooperative one).
     ///
@@ -78,15 +80,55 @@ final class CurlEasy {
         decide: @escaping (Int, HTTPHeaders) throws -> Bool = { _, _ in false },
         onBody: @escaping (UnsafeRawBufferPointer) throws -> Void = { _ in }
     ) throws -> Response {
+        try start(request, settings: settings, cancelled: cancelled, decide: decide, onBody: onBody)
+        return try finish(curl_easy_perform(handle))
+    }
+
+    /// Sets the handle up for `request` (see `perform`) without running it: `perform` runs it at once, a
+    /// `CurlMulti` alongside others. `finish` must follow, with the transfer's result.
+    fileprivate func start(
+        _ request: Request, settings: CurlSettings, cancelled: @escaping () -> Bool,
+        decide: @escaping (Int, HTTPHeaders) throws -> Bool,
+        onBody: @escaping (UnsafeRawBufferPointer) throws -> Void
+    ) throws {
         curl_easy_reset(handle)
         let context = TransferContext(bodyLimit: request.bodyLimit, cancelled: cancelled, decide: decide, onBody: onBody)
-        // Why passUnretained is safe: `context` is kept alive until after curl_easy_perform returns
-        // (withExtendedLifetime below), and libcurl calls back only during perform.
-        let contextPointer = Unmanaged.passUnretained(context).toOpaque()
         var headerList: UnsafeMutablePointer<curl_slist>?
-        defer { curl_slist_free_all(headerList) }
         for header in request.headers { headerList = curl_slist_append(headerList, header) }
+        // Why `transfer` holds both: libcurl keeps the context pointer and reads the header list until the
+        // transfer ends, so they must live until `finish`, which releases them.
+        transfer = (context, headerList)
+        do {
+            try configure(request, settings: settings, headerList: headerList,
+                          context: Unmanaged.passUnretained(context).toOpaque())
+        } catch {
+            _ = try? finish(CURLE_FAILED_INIT)
+            throw error
+        }
+    }
 
+    /// Ends the transfer `start` set up, given libcurl's result for it, and returns its response.
+    fileprivate func finish(_ code: CURLcode) throws -> Response {
+        guard let (context, headerList) = transfer else { throw failure(CURLE_FAILED_INIT) }
+        transfer = nil
+        curl_slist_free_all(headerList)
+        if let error = context.error { throw error }
+        guard code == CURLE_OK else { throw failure(code) }
+        // A response without a body (HEAD, 204, an empty file) never reached the write callback.
+        if !context.decided {
+            context.decided = true
+            _ = try context.decide(context.status, context.headers)
+        }
+        return Response(status: context.status, headers: context.headers, body: context.collected,
+                        sawDigestChallenge: context.sawDigestChallenge)
+    }
+
+    /// Why passing the context unretained is safe: `transfer` keeps it alive from `start` to `finish`, and
+    /// libcurl calls back only in between.
+    private func configure(
+        _ request: Request, settings: CurlSettings, headerList: UnsafeMutablePointer<curl_slist>?,
+        context contextPointer: UnsafeMutableRawPointer
+    ) throws {
         try set(CURLOPT_URL, request.url)
         try set(CURLOPT_NOSIGNAL, 1)  // Why: libcurl must not use SIGALRM in a multithreaded process.
         try set(CURLOPT_PROTOCOLS_STR, "http,https")
@@ -142,17 +184,6 @@ final class CurlEasy {
         try check(folio_curl_setopt_xferinfo_cb(handle, curlProgressCallback))
         try check(folio_curl_setopt_ptr(handle, CURLOPT_XFERINFODATA, contextPointer))
         try set(CURLOPT_NOPROGRESS, 0)
-
-        let code = withExtendedLifetime(context) { curl_easy_perform(handle) }
-        if let error = context.error { throw error }
-        guard code == CURLE_OK else { throw failure(code) }
-        // A response without a body (HEAD, 204, an empty file) never reached the write callback.
-        if !context.decided {
-            context.decided = true
-            _ = try context.decide(context.status, context.headers)
-        }
-        return Response(status: context.status, headers: context.headers, body: context.collected,
-                        sawDigestChallenge: context.sawDigestChallenge)
     }
 
     private func failure(_ code: CURLcode) -> Failure {
@@ -172,6 +203,90 @@ final class CurlEasy {
     private func set(_ option: CURLoption, _ value: String) throws {
         // libcurl copies string options (since 7.17), so the temporary C string may go after the call.
         try check(folio_curl_setopt_string(handle, option, value))
+    }
+}
+
+/// Several `CurlEasy` transfers at once on the calling thread, through one libcurl multi handle (which keeps
+/// its own cache of live connections from one call to the next). Lives in this file because every libcurl call
+/// does; used by one thread at a time, like the handles it drives.
+final class CurlMulti {
+    /// A libcurl multi-interface failure, keeping libcurl's code.
+    struct Failure: Error, CustomStringConvertible {
+        var code: Int32
+        var description: String { "curl multi \(code) (\(String(cString: curl_multi_strerror(CURLMcode(rawValue: code)))))" }
+    }
+
+    private let handle: UnsafeMutableRawPointer
+    private var running: [CurlEasy] = []
+
+    init() throws {
+        _ = CurlEasy.globalInit
+        guard let handle = curl_multi_init() else {
+            throw SourceError(.localIO, "cannot start libcurl (curl_multi_init failed; out of memory?)")
+        }
+        self.handle = handle
+    }
+
+    deinit {
+        abandonAll()
+        curl_multi_cleanup(handle)
+    }
+
+    /// Starts `request` on `easy` (see `CurlEasy.perform` for the closures); `step` reports when it ends.
+    func add(
+        _ easy: CurlEasy, _ request: CurlEasy.Request, settings: CurlSettings, cancelled: @escaping () -> Bool,
+        decide: @escaping (Int, HTTPHeaders) throws -> Bool,
+        onBody: @escaping (UnsafeRawBufferPointer) throws -> Void
+    ) throws {
+        try easy.start(request, settings: settings, cancelled: cancelled, decide: decide, onBody: onBody)
+        let code = curl_multi_add_handle(handle, easy.handle)
+        guard code == CURLM_OK else {
+            _ = try? easy.finish(CURLE_FAILED_INIT)
+            throw Failure(code: Int32(code.rawValue))
+        }
+        running.append(easy)
+    }
+
+    /// Moves every transfer along, waiting up to `timeout` milliseconds for the network when none has ended
+    /// yet; returns the transfers that ended, each with its response or error.
+    func step(timeout: Int32 = 250) throws -> [(CurlEasy, Result<CurlEasy.Response, any Error>)] {
+        var active: Int32 = 0
+        try check(curl_multi_perform(handle, &active))
+        var ended = takeEnded()
+        if ended.isEmpty, active > 0 {
+            try check(curl_multi_poll(handle, nil, 0, timeout, nil))
+            try check(curl_multi_perform(handle, &active))
+            ended = takeEnded()
+        }
+        return ended
+    }
+
+    /// Stops every transfer still running, without results (their handles can be used again).
+    func abandonAll() {
+        for easy in running {
+            curl_multi_remove_handle(handle, easy.handle)
+            _ = try? easy.finish(CURLE_ABORTED_BY_CALLBACK)
+        }
+        running.removeAll()
+    }
+
+    private func takeEnded() -> [(CurlEasy, Result<CurlEasy.Response, any Error>)] {
+        var ended: [(CurlEasy, Result<CurlEasy.Response, any Error>)] = []
+        var queued: Int32 = 0
+        while let message = curl_multi_info_read(handle, &queued) {
+            // Why read the message first: it does not survive curl_multi_remove_handle.
+            guard message.pointee.msg == CURLMSG_DONE, let easyHandle = message.pointee.easy_handle,
+                  let position = running.firstIndex(where: { $0.handle == easyHandle }) else { continue }
+            let code = message.pointee.data.result
+            let easy = running.remove(at: position)
+            curl_multi_remove_handle(handle, easyHandle)
+            ended.append((easy, Result { try easy.finish(code) }))
+        }
+        return ended
+    }
+
+    private func check(_ code: CURLMcode) throws {
+        guard code == CURLM_OK else { throw Failure(code: Int32(code.rawValue)) }
     }
 }
 

@@ -34,7 +34,7 @@ final class HTTPClient: Sendable {
         if case .none = settings.credentials { hasCredentials = false } else { hasCredentials = true }
     }
 
-    private var settings: CurlSettings {
+    var settings: CurlSettings {
         var settings = baseSettings
         if case .password(let user, let password, _) = settings.credentials {
             settings.credentials = .password(user: user, password: password, scheme: authScheme.withLock { $0 })
@@ -146,9 +146,16 @@ final class HTTPClient: Sendable {
         SourceError(.cancelled, "cancelled while talking to \(url)", isRetryable: true)
     }
 
+    /// A 429 or 503 seen outside `send` (a batch's parallel GET): pauses the host for its `Retry-After`, so the
+    /// requests that follow wait as the server asked.
+    func pauseAfterRefusal(_ headers: HTTPHeaders) {
+        let wait = Self.retryAfter(headers["retry-after"]) ?? Self.backoff(attempt: 1)
+        gate.pause(until: Date() + min(wait, Self.maxPause))
+    }
+
     /// `X-RateLimit-Remaining: 0` with `X-RateLimit-Reset` (seconds from now, or an epoch time) pauses the host
     /// before the server starts refusing.
-    private func noteRateLimit(_ headers: HTTPHeaders) {
+    func noteRateLimit(_ headers: HTTPHeaders) {
         guard let remaining = headers["x-ratelimit-remaining"].flatMap({ Int($0) }), remaining <= 0,
               let reset = headers["x-ratelimit-reset"].flatMap({ Double($0) }) else { return }
         let now = Date()

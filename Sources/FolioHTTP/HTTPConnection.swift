@@ -6,9 +6,18 @@ import FolioCore
 /// rest with `Range` and `If-Range` (the ETag, else the listed time), so a file that changed meanwhile comes
 /// back whole (200) and is refused as `.changed` rather than spliced. The response must match the listing
 /// (ETag, size, Last-Modified) and the bytes received must add up to the listed size, or nothing is accepted.
+///
+/// A batch of small files goes out as parallel GETs on extra connections (`download(batch:)`): HTTP/1.1 has
+/// no usable pipelining, so parallel requests are the only way not to pay one round trip per file per worker.
 final class HTTPConnection: SourceConnection {
+    /// The most requests one connection's batch keeps in flight, within the host's cap (`HostGate`).
+    static let batchParallelism = 8
+
     private let client: HTTPClient
     private let easy: CurlEasy
+    /// The batch's transfers and their live connections, kept from one batch to the next.
+    private var multi: CurlMulti?
+    private var batchHandles: [CurlEasy] = []
 
     init(client: HTTPClient) throws {
         self.client = client
@@ -82,6 +91,89 @@ final class HTTPConnection: SourceConnection {
             // server that closed a chunked or length-less body early.
             throw SourceError(.unreachable, "\(url) ended after \(sink.offset) of \(entry.size) bytes; the partial file is kept and resumed next run", path: entry.path, underlying: "short body")
         }
+    }
+
+    /// Fetches a batch's files with up to `batchParallelism` GETs in flight (as many as the host's cap lets
+    /// this worker take without waiting), each file into its own partial file.
+    ///
+    /// Marks complete only a whole `200` that matches the listing (ETag, size, Last-Modified). Anything else —
+    /// a redirect, a 429, an error page, a dropped connection, a changed file — is left for the engine to fetch
+    /// alone with `download(_:into:from:)`, which follows redirects, honours `Retry-After`, retries and reports
+    /// the file's own error. A 429 or 503 pauses the host as it asks and stops the batch starting more requests.
+    func download(batch: DownloadBatch) throws {
+        let multi = try self.multi ?? CurlMulti()
+        self.multi = multi
+        var inFlight: [ObjectIdentifier: (handle: CurlEasy, index: Int)] = [:]
+        var next = 0
+        var starting = true
+        // Why every exit leaves the gate: each request in flight holds one of the host's slots.
+        defer {
+            multi.abandonAll()
+            for (handle, _) in inFlight.values {
+                client.gate.leave()
+                batchHandles.append(handle)
+            }
+        }
+        while true {
+            while starting, next < batch.entries.count, inFlight.count < Self.batchParallelism {
+                // The first request waits its turn like any other; extra ones go only while slots are free.
+                let admitted = inFlight.isEmpty ? client.gate.enter(cancelled: { batch.isCancelled }) : client.gate.tryEnter()
+                guard admitted else {
+                    if inFlight.isEmpty { starting = false }  // cancelled
+                    break
+                }
+                let handle = try batchHandles.popLast() ?? CurlEasy()
+                do {
+                    try start(batch, index: next, on: handle, in: multi)
+                } catch {
+                    client.gate.leave()
+                    batchHandles.append(handle)
+                    throw error
+                }
+                inFlight[ObjectIdentifier(handle)] = (handle, next)
+                next += 1
+            }
+            if inFlight.isEmpty { return }
+            for (handle, result) in try multi.step() {
+                guard let index = inFlight.removeValue(forKey: ObjectIdentifier(handle))?.index else { continue }
+                client.gate.leave()
+                batchHandles.append(handle)
+                guard case .success(let response) = result else {
+                    if batch.isCancelled { starting = false }
+                    continue
+                }
+                client.noteRateLimit(response.headers)
+                if response.status == 429 || response.status == 503 {
+                    client.pauseAfterRefusal(response.headers)
+                    starting = false
+                }
+                guard response.status == 200 else { continue }
+                let sink = try batch.sink(for: index)  // an empty file never opened it
+                if sink.offset == batch.entries[index].size { batch.markComplete(index) }
+            }
+        }
+    }
+
+    private func start(_ batch: DownloadBatch, index: Int, on handle: CurlEasy, in multi: CurlMulti) throws {
+        let entry = batch.entries[index]
+        let url = client.urls.url(for: entry.path, folder: false)
+        try multi.add(handle, CurlEasy.Request(method: "GET", url: url), settings: client.settings,
+                      cancelled: { batch.isCancelled },
+                      decide: { status, headers in
+                          guard status == 200 else { return false }
+                          try Self.checkSameVersion(entry, headers, url: url)
+                          if let length = headers["content-length"].flatMap({ Int64($0) }), length != entry.size {
+                              throw Self.changed(entry, url: url, "its size is \(length) bytes, not the \(entry.size) listed")
+                          }
+                          return true
+                      },
+                      onBody: { bytes in
+                          let sink = try batch.sink(for: index)
+                          guard sink.offset + Int64(bytes.count) <= entry.size else {
+                              throw Self.changed(entry, url: url, "it sent more than the \(entry.size) bytes listed")
+                          }
+                          try sink.write(bytes)
+                      })
     }
 
     func close() {}

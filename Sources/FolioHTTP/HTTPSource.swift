@@ -10,12 +10,17 @@ import Synchronization
 /// HEAD that index pages need anyway), so an edit that keeps size and time is still seen. Downloads resume with
 /// `Range` + `If-Range` and refuse a file whose ETag, size or time changed since the listing.
 ///
-/// At most `max(transfers, 8)` requests are in flight to the host at once, each worker keeping its connection
-/// alive; 429/503 `Retry-After` and `X-RateLimit-*` pause every worker; `requests-per-second` spaces requests.
+/// At most `connections` requests (default `max(transfers, 16)`) are in flight to the host at once: each worker
+/// keeps its connection alive, and a batch of small files takes the free slots for parallel GETs; 429/503 `Retry-After` and `X-RateLimit-*` pause every worker; `requests-per-second` spaces requests.
 ///
 /// Symbolic links are the server's business (it serves what they point to), so `ListingOptions.symlinks` does
 /// not apply; index pages carry no ETag for files listed from nginx's JSON format (see `IndexLister`).
 public struct HTTPSource: Source {
+    /// Requests in flight to one server unless `connections` says otherwise: enough for small files to cost a
+    /// sixteenth of a round trip each, and as many as download managers open at most (aria2's ceiling), which
+    /// servers and their per-client limits expect.
+    static let defaultConnections = 16
+
     public let displayName: String
     private let client: HTTPClient
     private let webdav: Bool?
@@ -61,10 +66,11 @@ public struct HTTPSource: Source {
         let curlSettings = CurlSettings(connectTimeout: timeout, stallTimeout: timeout, extraCertificates: certificates,
                                         insecureTLS: settings.insecureTLS, credentials: credentials)
         client = HTTPClient(urls: SourceURL(secure: secure, host: host, port: port, path: path), settings: curlSettings,
-                            gate: HostGate(limit: max(transfers, 8), requestsPerSecond: settings.requestsPerSecond))
+                            gate: HostGate(limit: settings.connections ?? max(transfers, Self.defaultConnections),
+                                           requestsPerSecond: settings.requestsPerSecond))
     }
 
-    public var features: SourceFeatures { SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true) }
+    public var features: SourceFeatures { SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true, batchDownloads: true) }
 
     public func snapshot(options: ListingOptions) async throws -> Snapshot {
         let threads = max(1, options.parallelism)

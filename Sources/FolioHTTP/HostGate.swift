@@ -26,16 +26,28 @@ final class HostGate: @unchecked Sendable {
         while true {
             if cancelled() { return false }
             let now = Date()
+            if admit(at: now) { return true }
             let ready = max(pausedUntil, nextSlot)
-            if inFlight < limit, ready <= now {
-                inFlight += 1
-                if let spacing { nextSlot = max(now, nextSlot) + spacing }
-                return true
-            }
             // Wake at the end of the pause, on a `leave`, and at least every half second to notice cancellation.
             let wake = inFlight < limit ? min(ready, now + 0.5) : now + 0.5
             _ = condition.wait(until: wake)  // false on timeout; the loop re-checks either way
         }
+    }
+
+    /// Takes a request slot only if one is free now: for a batch's extra parallel requests, which must not
+    /// wait (and so never hold up another worker's first request).
+    func tryEnter() -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return admit(at: Date())
+    }
+
+    /// Takes a slot if the cap, the pause and the spacing allow one at `now`. Called with `condition` locked.
+    private func admit(at now: Date) -> Bool {
+        guard inFlight < limit, max(pausedUntil, nextSlot) <= now else { return false }
+        inFlight += 1
+        if let spacing { nextSlot = max(now, nextSlot) + spacing }
+        return true
     }
 
     func leave() {

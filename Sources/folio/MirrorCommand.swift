@@ -35,6 +35,7 @@ struct MirrorCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "HTTPS: do not verify certificates (warned about on every run).") var insecureTLS = false
     @Option(name: .long, help: "HTTP: auto, true or false.") var webdav: String = "auto"
     @Option(name: .long, help: "HTTP: at most this many requests per second.") var requestsPerSecond: Double?
+    @Option(name: .long, help: "HTTP: at most this many requests in flight to the server (default 16).") var connections: Int?
 
     func run() async throws {
         let target = try makeTarget()
@@ -62,13 +63,15 @@ struct MirrorCommand: AsyncParsableCommand {
         if insecureTLS { toml += "insecure-tls = true\n" }
         toml += webdav == "auto" ? "webdav = \"auto\"\n" : "webdav = \(webdav)\n"
         if let requestsPerSecond { toml += "requests-per-second = \(requestsPerSecond)\n" }
+        if let connections { toml += "connections = \(connections)\n" }
         var target: TargetConfig
         do {
             let config = try Config.parse(toml, file: "command line")
             target = config.targets[0]
         } catch {
             // Name the flag, not the generated line.
-            throw CLIError.usage(error.message.replacingOccurrences(of: "requests-per-second", with: "--requests-per-second"))
+            throw CLIError.usage(error.message.replacingOccurrences(of: "requests-per-second", with: "--requests-per-second")
+                .replacingOccurrences(of: "connections", with: "--connections"))
         }
         target.name = "mirror:" + absolute
         return target

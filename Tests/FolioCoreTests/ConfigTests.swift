@@ -35,6 +35,7 @@ final class ConfigTests: XCTestCase {
             max-delete = "10%"
             webdav = false
             requests-per-second = 2.5
+            connections = 4
             """, file: "f.toml")
         XCTAssertEqual(config.stateDirectory, "/var/lib/folio-test")
         XCTAssertEqual(config.targets[0].transfers, 8)
@@ -47,6 +48,8 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(config.targets[1].maxDelete, .percent(10))
         XCTAssertEqual(config.targets[1].sourceSettings.webdav, false)
         XCTAssertEqual(config.targets[1].sourceSettings.requestsPerSecond, 2.5)
+        XCTAssertEqual(config.targets[1].sourceSettings.connections, 4)
+        XCTAssertNil(config.targets[0].sourceSettings.connections)
     }
 
     /// Every mistake names file:line, the key, and what to write instead.
@@ -55,6 +58,7 @@ final class ConfigTests: XCTestCase {
         let rows: [(text: String, expected: String)] = [
             (base + "destinaton = \"/x\"\n", "f.toml:5: unknown key \"destinaton\"; did you mean \"destination\"?"),
             (base + "transfers = \"4\"\n", "f.toml:5: transfers must be a whole number from 1 to 64"),
+            (base + "connections = 0\n", "f.toml:5: connections must be a whole number from 1 to 64"),
             (base + "interval = 90\n", "f.toml:5: interval must be a string, not an integer; write it with a unit, e.g. interval = \"15m\""),
             (base + "interval = \"soon\"\n", "f.toml:5: interval \"soon\" is not a duration; write e.g. \"90s\", \"15m\", \"2h\" or \"1d\""),
             (base + "mode = \"sometimes\"\n", "f.toml:5: mode must be \"manual\", \"automatic\" or \"both\""),

@@ -87,4 +87,59 @@ final class HTTPMirrorCLITests: XCTestCase {
         XCTAssertTrue(outcome.stderr.contains("big.bin"), outcome.stderr)
         XCTAssertNil(FixtureTree.read(scratch.path("dest/big.bin")))
     }
+
+    /// Small files come as parallel GETs from one worker (a batch), each exactly once, with exact contents and
+    /// times: one worker's requests arrive on several connections.
+    func testSmallFilesComeAsParallelGETsAndTheMirrorIsExact() throws {
+        let server = try NginxServer()
+        var expected: [String: [UInt8]] = [:]
+        for index in 0..<60 {
+            let name = "batch/folder \(index % 3)/file #\(index) 100% é.txt"
+            let content = FixtureTree.bytes(count: 100 + index * 97, seed: UInt64(index))
+            FixtureTree.write(server.servedRoot, name, content, mtime: (1_700_000_000 + index, 0))
+            expected[name] = content
+        }
+        let scratch = TemporaryDirectory("cli-batch")
+        let outcome = mirror(server.url("dav", "batch/"), scratch, ["--transfers", "1"])
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        for (name, content) in expected {
+            let local = scratch.path("dest/" + name.dropFirst("batch/".count))
+            XCTAssertEqual(FixtureTree.read(local), content, name)
+            XCTAssertEqual(FixtureTree.mtime(local), FixtureTree.mtime(server.servedRoot + "/" + name), name)
+        }
+        let gets = server.requests(containing: "GET /dav/batch/")
+        XCTAssertEqual(gets.count, expected.count, "some file was fetched twice or not at all: \(gets)")
+        XCTAssertTrue(gets.allSatisfy { $0.contains(" 200 ") }, "\(gets)")
+        let connections = Set(gets.compactMap { $0.split(separator: " ").last })
+        XCTAssertGreaterThan(connections.count, 1, "one worker's batch used one connection: \(gets)")
+
+        // `--connections 1` holds the same batches to one request at a time, on one connection.
+        let capped = TemporaryDirectory("cli-batch-capped")
+        let before = gets.count
+        let second = mirror(server.url("dav", "batch/"), capped, ["--transfers", "1", "--connections", "1"])
+        XCTAssertEqual(second.status, 0, second.stderr)
+        let cappedGets = server.requests(containing: "GET /dav/batch/").dropFirst(before)
+        XCTAssertEqual(cappedGets.count, expected.count)
+        XCTAssertEqual(Set(cappedGets.compactMap { $0.split(separator: " ").last }).count, 1, "\(cappedGets)")
+    }
+
+    /// What a batch cannot take — a 429, a redirect, a dropped connection — is fetched alone afterwards, and the
+    /// 429's Retry-After holds that next request back.
+    func testWhatABatchCannotTakeIsFetchedAloneAndRetryAfterIsHonoured() throws {
+        let stub = try StubServer()
+        let scratch = TemporaryDirectory("cli-batch-stub")
+        let outcome = mirror(stub.url("batch"), scratch, ["--transfers", "1"])
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        for name in "abcdef" {
+            XCTAssertEqual(FixtureTree.read(scratch.path("dest/\(name).txt")), Array((String(repeating: String(name), count: 5) + "\n").utf8), String(name))
+        }
+        let gets = stub.requests.filter { ($0["method"] as? String) == "GET" }
+        func times(_ path: String) -> [Double] { gets.filter { ($0["path"] as? String) == path }.compactMap { $0["time"] as? Double } }
+        XCTAssertEqual(times("/batch/a.txt").count, 1)
+        XCTAssertEqual(times("/batch/b.txt").count, 2, "the refused file was not fetched again")
+        XCTAssertEqual(times("/batch/d.txt").count, 2, "the cut file was not fetched again")
+        XCTAssertEqual(times("/batch/moved/c.txt").count, 1, "the redirect was not followed")
+        let refused = times("/batch/b.txt")
+        if refused.count == 2 { XCTAssertGreaterThanOrEqual(refused[1] - refused[0], 0.9, "Retry-After: 1 was not honoured") }
+    }
 }

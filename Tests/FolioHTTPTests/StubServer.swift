@@ -79,6 +79,7 @@ LISTINGS = {
     "ratelimit-header": [("/ratelimit-header/f.txt", 5, '"h1"')],
     "bearer": [("/bearer/f.txt", 5, '"b1"')],
     "trickle": [("/trickle/t.bin", 100, '"t"')],
+    "batch": [("/batch/%s.txt" % name, 6, '"%s1"' % name) for name in "abcdef"],
 }
 TOKEN = "Bearer tok-123"
 
@@ -134,8 +135,28 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_HEAD(self): self.do_GET()
 
+    def batch(self, n):
+        # Six small files fetched as one batch: b refuses once (429), c has moved (302 within the origin),
+        # d drops the connection once mid-body; the rest answer at once.
+        name = self.path.rsplit("/", 1)[1][0]
+        headers = [("ETag", '"%s1"' % name), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")]
+        if name == "b" and n == 1:
+            return self.send(429, b"slow down", [("Retry-After", "1")])
+        if name == "c" and not self.path.startswith("/batch/moved/"):
+            return self.send(302, b"", [("Location", "/batch/moved/c.txt")])
+        if name == "d" and n == 1:
+            self.send_response(200)
+            for k, v in headers: self.send_header(k, v)
+            self.send_header("Content-Length", "6")
+            self.end_headers()
+            self.wfile.write(b"dd")
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self.send(200, (name * 5 + "\n").encode(), headers)
+
     def do_GET(self):
-        self.record()
+        n = self.record()
         scenario = self.path.strip("/").split("/")[0]
         if scenario == "ratelimit":
             return self.send(200, b"hello", [("ETag", '"r1"'), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
@@ -159,6 +180,8 @@ class Handler(BaseHTTPRequestHandler):
                 pass
             self.close_connection = True
             return
+        if scenario == "batch":
+            return self.batch(n)
         if scenario == "changing":
             return self.send(200, b"hello", [("ETag", '"v2"'), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
         if scenario in ("truncated", "resume"):
