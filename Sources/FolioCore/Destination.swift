@@ -183,8 +183,12 @@ public final class Destination: Sendable {
 
     /// Opens the partial file for a download, returning its descriptor and how much of it is already there.
     func openPartial(named name: String, expectedSize: Int64, resumable: Bool) throws(SourceError) -> (fd: Int32, offset: Int64) {
-        let fd = name.withCString { folio_openat_create(shard(of: name), $0, O_RDWR | O_CREAT | O_NOFOLLOW, 0o644) }
-        guard fd >= 0 else { throw Self.error(errno, "cannot create a partial file in \(path)/.folio/partial") }
+        // Most downloads start a new partial file: created exclusively, it is known empty without a stat.
+        let created = name.withCString { folio_openat_create(shard(of: name), $0, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o644) }
+        if created >= 0 { return (created, 0) }
+        guard errno == EEXIST else { throw Self.error(errno, "cannot create a partial file in \(path)/.folio/partial") }
+        let fd = name.withCString { folio_openat_create(shard(of: name), $0, O_RDWR | O_NOFOLLOW, 0o644) }
+        guard fd >= 0 else { throw Self.error(errno, "cannot open a partial file in \(path)/.folio/partial") }
         var info = stat()
         fstat(fd, &info)
         var offset = Int64(info.st_size)
@@ -201,6 +205,12 @@ public final class Destination: Sendable {
     /// `moveIntoPlace`.
     func seal(partialFD fd: Int32, partialName: String, as entry: Entry) throws(SourceError) -> (inode: UInt64, mtime: FileTime) {
         defer { close(fd) }
+        if entry.mtime.isKnown {
+            var times = [Self.timespec(entry.mtime), Self.timespec(entry.mtime)]
+            if futimens(fd, &times) != 0 { throw Self.error(errno, "cannot set the time of \(entry.path)", path: entry.path) }
+        }
+        // One stat after the time is set: the size to check, and the inode and mtime (as the file system stored
+        // it) to record.
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw Self.error(errno, "cannot stat the partial file of \(entry.path)", path: entry.path) }
         guard Int64(info.st_size) == entry.size else {
@@ -208,10 +218,10 @@ public final class Destination: Sendable {
             throw SourceError(.protocolViolation, "\(entry.path): received \(info.st_size) bytes, the source listed \(entry.size); not installed, will retry next run",
                               path: entry.path, isRetryable: true)
         }
-        if entry.mtime.isKnown {
-            var times = [Self.timespec(entry.mtime), Self.timespec(entry.mtime)]
-            if futimens(fd, &times) != 0 { throw Self.error(errno, "cannot set the time of \(entry.path)", path: entry.path) }
-            guard fstat(fd, &info) == 0 else { throw Self.error(errno, "cannot stat \(entry.path)", path: entry.path) }
+        if entry.size >= DownloadSink.writebackStep {
+            // Starts writing the tail now, so the batch's flush waits less (advice only; the flush is what
+            // counts). Small files are left to the flush, which writes a whole batch of them in one go.
+            _ = folio_start_writeback(fd, 0, 0)
         }
         return (UInt64(info.st_ino), FileTime(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec)))
     }

@@ -11,12 +11,19 @@
 extern ssize_t copy_file_range(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t len, unsigned int flags);
 extern int syncfs(int fd);
 extern int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
+extern int sync_file_range(int fd, off_t offset, off_t nbytes, unsigned int flags);
 
 static inline ssize_t folio_copy_file_range(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t len) {
     return copy_file_range(fd_in, off_in, fd_out, off_out, len, 0);
 }
 
 static inline int folio_syncfs(int fd) { return syncfs(fd); }
+
+/// Starts writeback of a file's dirty pages in [offset, offset + nbytes) (0 bytes: to the end) without waiting
+/// for it (SYNC_FILE_RANGE_WRITE); the later syncfs then waits only for what is still in flight.
+static inline int folio_start_writeback(int fd, off_t offset, off_t nbytes) {
+    return sync_file_range(fd, offset, nbytes, 2u);
+}
 
 /// Opens a folder without following a symlink in the last component.
 static inline int folio_openat_dir_nofollow(int dirfd, const char *name) {
