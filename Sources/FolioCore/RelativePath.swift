@@ -135,21 +135,25 @@ public struct RelativePath: Hashable, Sendable, Comparable, CustomStringConverti
     @inline(__always)
     public static func compare(_ lhs: [UInt8], _ rhs: [UInt8]) -> Int {
         lhs.withUnsafeBufferPointer { left in
-            rhs.withUnsafeBufferPointer { right in
-                let count = min(left.count, right.count)
-                var i = 0
-                while i < count {
-                    let a = left[i], b = right[i]
-                    if a != b {
-                        let ra = a == UInt8(ascii: "/") ? 0 : Int(a)
-                        let rb = b == UInt8(ascii: "/") ? 0 : Int(b)
-                        return ra - rb
-                    }
-                    i += 1
-                }
-                return left.count - right.count
-            }
+            rhs.withUnsafeBufferPointer { right in compare(left, right) }
         }
+    }
+
+    /// Three-way comparison in the order of `<`, of bytes wherever they are.
+    @inline(__always)
+    public static func compare(_ left: UnsafeBufferPointer<UInt8>, _ right: UnsafeBufferPointer<UInt8>) -> Int {
+        let count = min(left.count, right.count)
+        var i = 0
+        while i < count {
+            let a = left[i], b = right[i]
+            if a != b {
+                let ra = a == UInt8(ascii: "/") ? 0 : Int(a)
+                let rb = b == UInt8(ascii: "/") ? 0 : Int(b)
+                return ra - rb
+            }
+            i += 1
+        }
+        return left.count - right.count
     }
 }
 

@@ -4,8 +4,9 @@ import Foundation
 ///
 /// Implementations are called from several threads and serialise writes themselves (one writer).
 public protocol StateStore: Sendable {
-    /// The last good record of a target: what Folio wrote, by path.
-    func record(of target: String) throws -> [RelativePath: RecordedEntry]
+    /// The last good record of a target: what Folio wrote, by path. A recorded path that `snapshot` also holds
+    /// is the snapshot's path (one copy of the name in memory); the snapshot may be `.empty`.
+    func record(of target: String, sharingPathsWith snapshot: Snapshot) throws -> RecordedTree
     /// The digest of the source snapshot of the target's last complete, successful run.
     func sourceDigest(of target: String) throws -> UInt64?
     /// Starts a run and returns its id.
@@ -21,4 +22,11 @@ public struct StateError: Error, Sendable, CustomStringConvertible {
     public var message: String
     public init(_ message: String) { self.message = message }
     public var description: String { message }
+}
+
+extension StateStore {
+    /// The last good record of a target: what Folio wrote, by path.
+    public func record(of target: String) throws -> RecordedTree {
+        try record(of: target, sharingPathsWith: .empty)
+    }
 }

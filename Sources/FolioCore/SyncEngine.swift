@@ -97,10 +97,7 @@ public struct SyncEngine: Sendable {
         events.emit(.stage(target: name, stage: .listing))
         let destination = try Self.openDestination(target.destination, dryRun: options.dryRun)
         let listing = ListingOptions(symlinks: target.symlinks, exclude: ExcludeFilter(target.exclude), parallelism: max(4, target.transfers))
-        async let remoteListing = source.snapshot(options: listing)
-        async let localListing = Self.scan(destination, exclude: listing.exclude, threads: 2)
-        let snapshot = try await remoteListing
-        let local = await localListing
+        var (snapshot, local) = try await Self.list(source, options: listing, destination: destination)
         try Task.checkCancellation()
 
         report.issues = snapshot.issues + local.issues.filter(\.blocksRemovals)
@@ -124,7 +121,8 @@ public struct SyncEngine: Sendable {
         }
 
         events.emit(.stage(target: name, stage: .planning))
-        let record = try state.record(of: name)
+        Self.sharePaths(of: &local.items, with: snapshot)
+        let record = try state.record(of: name, sharingPathsWith: snapshot)
         let plan = SyncPlanner.plan(remote: snapshot, local: local.items, record: record, removalsAllowed: snapshot.isComplete)
         report.withheldRemovals = plan.withheldRemovals
         report.issues += plan.skipped
@@ -297,6 +295,44 @@ public struct SyncEngine: Sendable {
     private static func openDestination(_ path: String, dryRun: Bool) throws -> Destination? {
         if dryRun && access(path, F_OK) != 0 { return nil }
         return try Destination(path: path, create: !dryRun)
+    }
+
+    /// Gives each local item that the snapshot also lists the snapshot's path, freeing the equal copy the
+    /// destination walk built: one copy of each name in memory while the run plans and syncs. Both lists are
+    /// sorted, so one merge pass does it.
+    static func sharePaths(of items: inout [LocalItem], with snapshot: Snapshot) {
+        let entries = snapshot.entries
+        var next = 0
+        for index in items.indices {
+            while next < entries.count, RelativePath.compare(entries[next].path.bytes, items[index].path.bytes) < 0 { next += 1 }
+            if next == entries.count { return }
+            if entries[next].path == items[index].path { items[index].path = entries[next].path }
+        }
+    }
+
+    /// Lists the source and the destination at once.
+    ///
+    /// Why a task group and not two `async let`s: an `async let` keeps its value until the end of the scope, so
+    /// the destination's listing could never be changed in place (`sharePaths`) nor its names freed early.
+    private static func list(_ source: any Source, options: ListingOptions, destination: Destination?) async throws -> (Snapshot, TreeWalker.Result) {
+        enum Listed: Sendable {
+            case remote(Snapshot)
+            case local(TreeWalker.Result)
+        }
+        var snapshot: Snapshot?
+        var local: TreeWalker.Result?
+        try await withThrowingTaskGroup(of: Listed.self) { group in
+            group.addTask { .remote(try await source.snapshot(options: options)) }
+            group.addTask { .local(await scan(destination, exclude: options.exclude, threads: 2)) }
+            for try await listed in group {
+                switch listed {
+                case .remote(let listing): snapshot = listing
+                case .local(let listing): local = listing
+                }
+            }
+        }
+        guard let snapshot, let local else { throw CancellationError() }
+        return (snapshot, local)
     }
 
     private static func scan(_ destination: Destination?, exclude: ExcludeFilter, threads: Int) async -> TreeWalker.Result {

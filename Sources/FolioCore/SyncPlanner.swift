@@ -12,7 +12,7 @@ public enum SyncPlanner {
     ///   - record: what the state database remembers, by path.
     ///   - removalsAllowed: false when the listing was incomplete: then nothing is removed or replaced by
     ///     another kind, and those cases are counted in `withheldRemovals`.
-    public static func plan(remote: Snapshot, local: [LocalItem], record: [RelativePath: RecordedEntry], removalsAllowed: Bool) -> SyncPlan {
+    public static func plan(remote: Snapshot, local: [LocalItem], record: RecordedTree, removalsAllowed: Bool) -> SyncPlan {
         var merge = Merge(record: record, removalsAllowed: removalsAllowed)
         merge.run(remote: remote.entries, local: local)
         return merge.finish(remote: remote, local: local)
@@ -21,7 +21,7 @@ public enum SyncPlanner {
 
 /// The state of one merge pass.
 private struct Merge {
-    let record: [RelativePath: RecordedEntry]
+    let record: RecordedTree
     let removalsAllowed: Bool
     var plan = SyncPlan()
     /// Index in `plan.removals` of the folder whose subtree the local cursor is in, if any.
@@ -29,7 +29,7 @@ private struct Merge {
     /// A local subtree left alone because its removal is withheld.
     var keptSubtree: RelativePath?
 
-    init(record: [RelativePath: RecordedEntry], removalsAllowed: Bool) {
+    init(record: RecordedTree, removalsAllowed: Bool) {
         self.record = record
         self.removalsAllowed = removalsAllowed
     }
@@ -68,7 +68,7 @@ private struct Merge {
     mutating func finish(remote: Snapshot, local: [LocalItem]) -> SyncPlan {
         if removalsAllowed {
             // Records of paths on neither side; those of removed local entries go with their removal.
-            plan.recordDeletions = record.keys.filter { path in
+            plan.recordDeletions = record.lazy.map(\.path).filter { path in
                 remote.entry(at: path) == nil && !Self.contains(local, path)
             }
         }

@@ -112,20 +112,24 @@ public final class StateDatabase: StateStore, Sendable {
 
     // MARK: StateStore
 
-    public func record(of target: String) throws -> [RelativePath: RecordedEntry] {
+    public func record(of target: String, sharingPathsWith snapshot: Snapshot) throws -> RecordedTree {
         try perform {
             try queue.read { db in
-                var record: [RelativePath: RecordedEntry] = [:]
+                var record: [RecordedEntry] = []
+                // Sized up front: growing by doubling would hold two copies of a large record at once.
+                record.reserveCapacity(try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM entry WHERE target = ?", arguments: [target]) ?? 0)
                 let rows = try Row.fetchCursor(db, sql: "SELECT path, kind, size, mtime, validator, checksum, local_inode, local_mtime FROM entry WHERE target = ?", arguments: [target])
                 while let row = try rows.next() {
                     let bytes: Data = row[0]
                     // A row whose path no longer validates (written by hand?) is dropped: it never becomes a path.
-                    guard let path = try? RelativePath(validating: [UInt8](bytes)), let kind = Entry.Kind(rawValue: UInt8(clamping: row[1] as Int)) else { continue }
-                    record[path] = RecordedEntry(path: path, kind: kind, size: row[2], mtime: FileTime(nanoseconds: row[3]),
-                                                 validator: row[4], checksum: row[5], localInode: UInt64(bitPattern: row[6]),
-                                                 localMtime: FileTime(nanoseconds: row[7]))
+                    let shared = bytes.withUnsafeBytes { snapshot.path(matching: $0.assumingMemoryBound(to: UInt8.self)) }
+                    guard let path = shared ?? (try? RelativePath(validating: [UInt8](bytes))),
+                          let kind = Entry.Kind(rawValue: UInt8(clamping: row[1] as Int)) else { continue }
+                    record.append(RecordedEntry(path: path, kind: kind, size: row[2], mtime: FileTime(nanoseconds: row[3]),
+                                                validator: row[4], checksum: row[5], localInode: UInt64(bitPattern: row[6]),
+                                                localMtime: FileTime(nanoseconds: row[7])))
                 }
-                return record
+                return RecordedTree(consume record)
             }
         }
     }

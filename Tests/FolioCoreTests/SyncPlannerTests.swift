@@ -76,7 +76,7 @@ final class SyncPlannerTests: XCTestCase {
             for entry in row.remote { builder.append(entry) }
             if !row.complete { builder.note(ListingIssue(path: "elsewhere", kind: .unreadable("permission denied"))) }
             let snapshot = builder.finish()
-            let record = Dictionary(uniqueKeysWithValues: row.record.map { ($0.path, $0) })
+            let record = RecordedTree(row.record)
             let local = row.local.sorted { $0.path < $1.path }
             let plan = SyncPlanner.plan(remote: snapshot, local: local, record: record, removalsAllowed: snapshot.isComplete)
             XCTAssertEqual(describe(plan), row.expected, row.name)

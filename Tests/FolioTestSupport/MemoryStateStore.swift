@@ -14,8 +14,8 @@ public final class MemoryStateStore: StateStore, Sendable {
 
     public init() {}
 
-    public func record(of target: String) throws -> [RelativePath: RecordedEntry] {
-        storage.withLock { $0.records[target] ?? [:] }
+    public func record(of target: String, sharingPathsWith snapshot: Snapshot) throws -> RecordedTree {
+        storage.withLock { RecordedTree(Array(($0.records[target] ?? [:]).values)) }
     }
 
     public func sourceDigest(of target: String) throws -> UInt64? {

@@ -1,0 +1,42 @@
+/// What Folio wrote at a target's destination, as the state database holds it: one `RecordedEntry` per path,
+/// kept sorted in path order.
+///
+/// Why a sorted array and not a dictionary: at 100,000 entries a dictionary's buckets (kept under three-quarters
+/// full, doubled as it grows) cost more than twice the entries themselves, and the planner reads the record
+/// only by path lookups, which a binary search answers in 17 steps.
+public struct RecordedTree: Sendable, Sequence {
+    private let entries: [RecordedEntry]
+
+    /// Sorts `entries` by path, in place. Paths are unique in the state database (its key); were one listed
+    /// twice, one of the two would be kept.
+    public init(_ entries: consuming [RecordedEntry]) {
+        // Consumed, so the caller's array is sorted where it lies instead of copied first.
+        var sorted = consume entries
+        sorted.sort { RelativePath.compare($0.path.bytes, $1.path.bytes) < 0 }
+        if zip(sorted, sorted.dropFirst()).contains(where: { $0.path == $1.path }) {
+            var unique: [RecordedEntry] = []
+            for entry in sorted where unique.last?.path != entry.path { unique.append(entry) }
+            sorted = unique
+        }
+        self.entries = sorted
+    }
+
+    public static let empty = RecordedTree([])
+
+    public var count: Int { entries.count }
+    public var isEmpty: Bool { entries.isEmpty }
+
+    /// The recorded entry at `path`, if any.
+    public subscript(path: RelativePath) -> RecordedEntry? {
+        var low = 0, high = entries.count
+        while low < high {
+            let mid = (low + high) / 2
+            let order = RelativePath.compare(entries[mid].path.bytes, path.bytes)
+            if order == 0 { return entries[mid] }
+            if order < 0 { low = mid + 1 } else { high = mid }
+        }
+        return nil
+    }
+
+    public func makeIterator() -> IndexingIterator<[RecordedEntry]> { entries.makeIterator() }
+}

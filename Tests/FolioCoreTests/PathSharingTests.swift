@@ -1,0 +1,60 @@
+@testable import FolioCore
+import XCTest
+
+/// The record and the destination's listing take the snapshot's paths, so a large tree holds each name once;
+/// and the record, a sorted array, answers lookups like the dictionary it replaced.
+final class PathSharingTests: XCTestCase {
+    func testTheRecordSortsAndFindsEveryPath() throws {
+        let names = ["b", "a/x", "a", "a b", "a/x/y", "café"]
+        let tree = RecordedTree(try names.map { try recorded($0) })
+        XCTAssertEqual(tree.count, names.count)
+        XCTAssertEqual(tree.map(\.path.description), ["a", "a/x", "a/x/y", "a b", "b", "café"], "component order: a folder's children follow it")
+        for name in names {
+            XCTAssertEqual(tree[try RelativePath(validating: name)]?.path.description, name)
+        }
+        XCTAssertNil(tree[try RelativePath(validating: "a/y")])
+        XCTAssertTrue(RecordedTree.empty.isEmpty)
+    }
+
+    func testARecordListingAPathTwiceKeepsOne() throws {
+        let tree = RecordedTree([try recorded("a"), try recorded("b"), try recorded("a")])
+        XCTAssertEqual(tree.map(\.path.description), ["a", "b"])
+    }
+
+    func testTheSnapshotLendsItsPathByBytes() throws {
+        let snapshot = try snapshotOf(["a", "a/b", "c"])
+        let bytes = Array("a/b".utf8)
+        let found = bytes.withUnsafeBufferPointer { snapshot.path(matching: $0) }
+        XCTAssertEqual(found?.description, "a/b")
+        XCTAssertTrue(sameStorage(try XCTUnwrap(found), snapshot.entries[1].path), "the snapshot's own bytes, not a copy")
+        XCTAssertNil(Array("a/c".utf8).withUnsafeBufferPointer { snapshot.path(matching: $0) })
+        XCTAssertNil(Array("a/b".utf8).withUnsafeBufferPointer { Snapshot.empty.path(matching: $0) })
+    }
+
+    func testLocalItemsTakeTheSnapshotsPaths() throws {
+        let snapshot = try snapshotOf(["a", "a/b", "c", "e"])
+        var items = try ["a", "a/b", "d", "e", "f"].map { LocalItem(path: try RelativePath(validating: $0), kind: .file, size: 0, mtime: FileTime(nanoseconds: 0), inode: 1) }
+        SyncEngine.sharePaths(of: &items, with: snapshot)
+        XCTAssertEqual(items.map(\.path.description), ["a", "a/b", "d", "e", "f"], "names and order unchanged")
+        XCTAssertTrue(sameStorage(items[0].path, snapshot.entries[0].path))
+        XCTAssertTrue(sameStorage(items[1].path, snapshot.entries[1].path))
+        XCTAssertTrue(sameStorage(items[3].path, snapshot.entries[3].path))
+        XCTAssertFalse(sameStorage(items[2].path, snapshot.entries[2].path), "d is not in the snapshot")
+    }
+
+    private func recorded(_ name: String) throws -> RecordedEntry {
+        RecordedEntry(path: try RelativePath(validating: name), kind: .file, size: 1, mtime: FileTime(nanoseconds: 1),
+                      validator: nil, checksum: nil, localInode: 1, localMtime: FileTime(nanoseconds: 1))
+    }
+
+    private func snapshotOf(_ names: [String]) throws -> Snapshot {
+        var builder = SnapshotBuilder()
+        for name in names { builder.append(Entry(path: try RelativePath(validating: name), kind: .file, mtime: FileTime(nanoseconds: 1))) }
+        return builder.finish()
+    }
+
+    /// Whether two paths hold the very same bytes in memory (not merely equal ones).
+    private func sameStorage(_ a: RelativePath, _ b: RelativePath) -> Bool {
+        a.bytes.withUnsafeBufferPointer { left in b.bytes.withUnsafeBufferPointer { right in left.baseAddress == right.baseAddress } }
+    }
+}
