@@ -25,6 +25,30 @@ final class MultistatusParser: NSObject, XMLParserDelegate {
     }
 
     private static let dav = "DAV:"
+
+    /// `<!DOCTYPE` or `<!ENTITY` if the body holds one: one pass over the bytes, looking only past each `<!`.
+    static func declaration(in body: [UInt8]) -> String? {
+        let markers = ["<!DOCTYPE", "<!ENTITY"].map { ($0, Array($0.utf8)) }
+        var index = 0
+        while index + 1 < body.count {
+            if body[index] == UInt8(ascii: "<"), body[index + 1] == UInt8(ascii: "!") {
+                for (text, bytes) in markers where body[index...].starts(with: bytes) { return text }
+            }
+            index += 1
+        }
+        return nil
+    }
+
+    /// `text` without leading and trailing XML white space (space, tab, CR, LF: the XML `S` production). Why not
+    /// `trimmingCharacters(in:)`: it bridges through NSString, once per property of every entry, and was a
+    /// sixth of a no-change WebDAV run's CPU.
+    static func trimmingXMLSpace(_ text: String) -> String {
+        let utf8 = text.utf8
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D }
+        guard let first = utf8.firstIndex(where: { !isSpace($0) }), let last = utf8.lastIndex(where: { !isSpace($0) }) else { return "" }
+        if first == utf8.startIndex, utf8.index(after: last) == utf8.endIndex { return text }
+        return String(text[first...last])
+    }
     private var responses: [Response] = []
     private var current: Response?
     private var pending = Response()  // the properties of the propstat being read
@@ -34,10 +58,10 @@ final class MultistatusParser: NSObject, XMLParserDelegate {
 
     /// The parsed responses, or a `Failure` saying why the body is not an acceptable multistatus.
     static func parse(_ body: [UInt8]) throws -> [Response] {
-        let data = Data(body)
-        for marker in ["<!DOCTYPE", "<!ENTITY"] where data.range(of: Data(marker.utf8)) != nil {
+        if let marker = declaration(in: body) {
             throw Failure(description: "the multistatus declares a DTD or entity (\(marker)); refused")
         }
+        let data = Data(body)
         let delegate = MultistatusParser()
         let parser = XMLParser(data: data)
         parser.shouldProcessNamespaces = true
@@ -70,7 +94,7 @@ final class MultistatusParser: NSObject, XMLParserDelegate {
 
     func parser(_ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?, qualifiedName: String?) {
         guard namespaceURI == Self.dav else { return }
-        let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let value = Self.trimmingXMLSpace(text)
         switch elementName {
         case "href" where current != nil && !inProp:
             current?.href = value

@@ -76,14 +76,14 @@ struct SourceURL: Sendable {
     /// anything not below the root: such an href must never become a path.
     func names(ofHref href: String, base: [[UInt8]]? = nil) throws(HrefProblem) -> [[UInt8]] {
         var path = Substring(href)
-        if let schemeEnd = href.range(of: "://") {
+        if let schemeEnd = Self.schemeSeparator(in: href) {
             guard isSameOrigin(href) else { throw .foreignOrigin }
             let rest = href[schemeEnd.upperBound...]
             path = rest.firstIndex(of: "/").map { rest[$0...] } ?? "/"
         } else if href.hasPrefix("//") {
             throw .foreignOrigin
         }
-        guard !path.contains("?"), !path.contains("#") else { throw .queryOrFragment }
+        guard !path.utf8.contains(UInt8(ascii: "?")), !path.utf8.contains(UInt8(ascii: "#")) else { throw .queryOrFragment }
         let absolute = path.hasPrefix("/")
         var segments = path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
         if absolute { segments.removeFirst() }
@@ -99,9 +99,22 @@ struct SourceURL: Sendable {
         return Array(names[rootNames.count...])
     }
 
+    /// Where `://` first occurs in `text`. Why not `range(of:)`: Foundation's goes through NSString, and a
+    /// listing asks this once per entry (a tenth of a no-change WebDAV run's CPU at 1,000 entries).
+    static func schemeSeparator(in text: String) -> Range<String.Index>? {
+        let utf8 = text.utf8
+        var index = utf8.startIndex
+        while let colon = utf8[index...].firstIndex(of: UInt8(ascii: ":")) {
+            let rest = utf8[utf8.index(after: colon)...]
+            if rest.starts(with: "//".utf8) { return colon..<utf8.index(colon, offsetBy: 3) }
+            index = utf8.index(after: colon)
+        }
+        return nil
+    }
+
     /// Whether an absolute URL has this source's scheme, host and port.
     func isSameOrigin(_ url: String) -> Bool {
-        guard let schemeEnd = url.range(of: "://") else { return false }
+        guard let schemeEnd = Self.schemeSeparator(in: url) else { return false }
         let rest = url[schemeEnd.upperBound...]
         let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
         return url[..<schemeEnd.lowerBound].lowercased() == scheme && sameAuthority(rest[..<authorityEnd])

@@ -45,16 +45,29 @@ final class ListingParserTests: XCTestCase {
         XCTAssertEqual(try urls.names(ofHref: "/files/my%20dir/a%23b/c.txt"), [Array("a#b".utf8), Array("c.txt".utf8)])
         XCTAssertEqual(try urls.names(ofHref: "http://127.0.0.1:8080/files/my%20dir/"), [])
         XCTAssertEqual(try urls.names(ofHref: "c.txt", base: urls.rootNames), [Array("c.txt".utf8)])
+        XCTAssertEqual(try urls.names(ofHref: "/files/my%20dir/a:b/c"), [Array("a:b".utf8), Array("c".utf8)], "a colon is not a scheme")
         let refused: [(String, SourceURL.HrefProblem)] = [
             ("/files/my%20dir/../x", .traversal), ("/files/my%20dir/%2E%2e/x", .traversal), ("/files/my%20dir//x", .traversal),
             ("/files/my%20dir/a%2Fb", .badEscape), ("/files/my%20dir/a%00b", .badEscape), ("/files/my%20dir/a%zz", .badEscape),
             ("http://127.0.0.1:8081/files/my%20dir/x", .foreignOrigin), ("https://127.0.0.1:8080/files/my%20dir/x", .foreignOrigin),
             ("//evil/x", .foreignOrigin), ("http://user@127.0.0.1:8080/files/my%20dir/x", .foreignOrigin),
-            ("/files/other/x", .outsideRoot), ("/files/my%20dir/x?y", .queryOrFragment),
+            ("/files/other/x", .outsideRoot), ("/files/my%20dir/x?y", .queryOrFragment), ("/files/my%20dir/x#y", .queryOrFragment),
+            ("/files/my%20dir/a://127.0.0.1:8081/x", .foreignOrigin),
         ]
         for (href, problem) in refused {
             XCTAssertThrowsError(try urls.names(ofHref: href), href) { XCTAssertEqual("\($0)", "\(problem)", href) }
         }
+    }
+
+    func testPropertyTextLosesOnlyXMLWhiteSpace() {
+        XCTAssertEqual(MultistatusParser.trimmingXMLSpace(" \n\t\"e 1\"\r\n"), "\"e 1\"")
+        XCTAssertEqual(MultistatusParser.trimmingXMLSpace("plain"), "plain")
+        XCTAssertEqual(MultistatusParser.trimmingXMLSpace(" \n "), "")
+        XCTAssertEqual(MultistatusParser.trimmingXMLSpace("\u{A0}x\u{A0}"), "\u{A0}x\u{A0}", "a no-break space is text in XML, not white space")
+        XCTAssertEqual(MultistatusParser.declaration(in: Array("<?xml?><!-- c --><a/>".utf8)), nil)
+        XCTAssertEqual(MultistatusParser.declaration(in: Array("<?xml?><!DOCTYPE a><a/>".utf8)), "<!DOCTYPE")
+        XCTAssertEqual(MultistatusParser.declaration(in: Array("<a><!ENTITY".utf8)), "<!ENTITY")
+        XCTAssertEqual(MultistatusParser.declaration(in: Array("<!".utf8)), nil)
     }
 
     func testMultistatusKeepsOnlyTheOKPropstat() throws {
