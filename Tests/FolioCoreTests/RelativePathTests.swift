@@ -59,6 +59,23 @@ final class RelativePathTests: XCTestCase {
         XCTAssertTrue(snapshot.isComplete, "a clash must not block removals")
     }
 
+    func testEachNormalisationTwinIsReportedAgainstTheFirstListedAmongManyNames() throws {
+        let nfc = try RelativePath(validating: "d/\u{C5}ngstr\u{F6}m.txt")            // Å and ö precomposed
+        let nfd = try RelativePath(validating: "d/A\u{30A}ngstro\u{308}m.txt")       // both decomposed
+        let mixed = try RelativePath(validating: "d/\u{212B}ngstr\u{F6}m.txt")      // Å as ANGSTROM SIGN
+        let unrelated = try (0..<2_000).map { try RelativePath(validating: "d/n\u{E9}e \($0).txt") }
+        // nfd listed first: the others are its twins, each reported once though the source listed nfc twice.
+        var builder = SnapshotBuilder()
+        for path in [nfd] + unrelated + [nfc, mixed, nfc] {
+            builder.append(Entry(path: path, kind: .file, size: 1, mtime: FileTime(seconds: 1)))
+        }
+        let pairs = builder.finish().issues.compactMap { issue -> [String]? in
+            guard case .normalizationClash(let other) = issue.kind else { return nil }
+            return [issue.path, other]
+        }
+        XCTAssertEqual(pairs, [[nfd.description, nfc.description], [nfd.description, mixed.description]])
+    }
+
     func testTimesCompareAtTheCoarserPrecision() {
         let exact = FileTime(seconds: 100, nanoseconds: 999_999_999)
         XCTAssertTrue(FileTime.equal(exact, .nanosecond, FileTime(seconds: 100), .second))
