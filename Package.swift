@@ -26,7 +26,7 @@ let package = Package(
         .executableTarget(
             name: "folio",
             dependencies: [
-                "FolioCore", "FolioState", "FolioSFTP", "FolioHTTP",
+                "CFolioSys", "FolioCore", "FolioState", "FolioSFTP", "FolioHTTP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CFolioSys
 import Foundation
 
 /// `folio`: keeps local copies of remote folder trees in step with their source, one way.
@@ -20,6 +21,8 @@ struct Folio: AsyncParsableCommand {
     /// Parses and runs a command, mapping every error to one line on standard error and a documented exit code
     /// (usage and configuration mistakes are 2, not argument-parser's 64).
     static func main() async {
+        // First, before any listing: big arrays must go back to the system when freed (see the shim for why).
+        _ = folio_return_large_blocks_to_system()
         do {
             var command = try parseAsRoot()
             if var command = command as? AsyncParsableCommand {
