@@ -36,6 +36,10 @@ private struct Merge {
 
     mutating func run(remote: [Entry], local: [LocalItem]) {
         plan.localEntryCount = local.count
+        // Room for every remote entry up front: grown by doubling, the array held its old and new buffers at once
+        // (22 MB at 100,000 downloads, the peak of an initial run). Capacity a run leaves unused is never
+        // written, so its pages never become resident.
+        plan.downloads.reserveCapacity(remote.count)
         var r = 0, l = 0
         while r < remote.count || l < local.count {
             if l < local.count, absorbedIntoSubtree(local[l]) {
