@@ -28,14 +28,7 @@ public struct RecordedTree: Sendable, Sequence {
 
     /// The recorded entry at `path`, if any.
     public subscript(path: RelativePath) -> RecordedEntry? {
-        var low = 0, high = entries.count
-        while low < high {
-            let mid = (low + high) / 2
-            let order = RelativePath.compare(entries[mid].path.bytes, path.bytes)
-            if order == 0 { return entries[mid] }
-            if order < 0 { low = mid + 1 } else { high = mid }
-        }
-        return nil
+        path.bytes.withUnsafeBufferPointer { bytes in entries.index(ofPath: bytes) { $0.path } }.map { entries[$0] }
     }
 
     public func makeIterator() -> IndexingIterator<[RecordedEntry]> { entries.makeIterator() }

@@ -179,3 +179,19 @@ extension String {
         count >= width ? self : String(repeating: pad, count: width - count) + self
     }
 }
+
+extension RandomAccessCollection where Index == Int {
+    /// The index of the element whose path's bytes are `bytes`, by binary search; the collection must be sorted
+    /// in `RelativePath` order (a snapshot's entries, a record).
+    @inline(__always)
+    func index(ofPath bytes: UnsafeBufferPointer<UInt8>, path: (Element) -> RelativePath) -> Int? {
+        var low = startIndex, high = endIndex
+        while low < high {
+            let mid = low + (high - low) / 2
+            let order = path(self[mid]).bytes.withUnsafeBufferPointer { RelativePath.compare($0, bytes) }
+            if order == 0 { return mid }
+            if order < 0 { low = mid + 1 } else { high = mid }
+        }
+        return nil
+    }
+}

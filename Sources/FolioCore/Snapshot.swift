@@ -22,14 +22,7 @@ public struct Snapshot: Sendable {
     /// Why: the record and the destination's listing name mostly the same paths as the snapshot; taking the
     /// snapshot's path instead of building an equal one keeps one copy of each name in memory, not three.
     public func path(matching bytes: UnsafeBufferPointer<UInt8>) -> RelativePath? {
-        var low = 0, high = entries.count
-        while low < high {
-            let mid = (low + high) / 2
-            let order = entries[mid].path.bytes.withUnsafeBufferPointer { RelativePath.compare($0, bytes) }
-            if order == 0 { return entries[mid].path }
-            if order < 0 { low = mid + 1 } else { high = mid }
-        }
-        return nil
+        entries.index(ofPath: bytes) { $0.path }.map { entries[$0].path }
     }
 
     /// False when some part of the tree could not be listed; such a snapshot must never drive a removal.
@@ -37,14 +30,7 @@ public struct Snapshot: Sendable {
 
     /// The entry at a path, by binary search.
     public func entry(at path: RelativePath) -> Entry? {
-        var low = 0, high = entries.count
-        while low < high {
-            let mid = (low + high) / 2
-            let order = RelativePath.compare(entries[mid].path.bytes, path.bytes)
-            if order == 0 { return entries[mid] }
-            if order < 0 { low = mid + 1 } else { high = mid }
-        }
-        return nil
+        path.bytes.withUnsafeBufferPointer { bytes in entries.index(ofPath: bytes) { $0.path } }.map { entries[$0] }
     }
 }
 
