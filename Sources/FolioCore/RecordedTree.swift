@@ -21,8 +21,6 @@ public struct RecordedTree: Sendable, Sequence {
         self.entries = sorted
     }
 
-    public static let empty = RecordedTree([])
-
     public var count: Int { entries.count }
     public var isEmpty: Bool { entries.isEmpty }
 

@@ -13,7 +13,7 @@ final class PathSharingTests: XCTestCase {
             XCTAssertEqual(tree[try RelativePath(validating: name)]?.path.description, name)
         }
         XCTAssertNil(tree[try RelativePath(validating: "a/y")])
-        XCTAssertTrue(RecordedTree.empty.isEmpty)
+        XCTAssertTrue(RecordedTree([]).isEmpty)
     }
 
     func testARecordListingAPathTwiceKeepsOne() throws {
