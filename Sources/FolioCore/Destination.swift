@@ -26,7 +26,14 @@ public final class Destination: Sendable {
             }
         }
         let root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard root >= 0 else { throw Self.error(errno, "cannot open destination \(path)") }
+        guard root >= 0 else {
+            let code = errno
+            if code == ENOTDIR {
+                throw SourceError(.localIO, "destination \(path) is a file, not a folder; move the file aside or point the target at a folder",
+                                  underlying: "errno \(code)", isRetryable: false)
+            }
+            throw Self.error(code, "cannot open destination \(path)")
+        }
         var partial: Int32 = -1, trash: Int32 = -1
         var shards: [Int32] = []
         if create {

@@ -111,6 +111,15 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(FixtureTree.listing(work.path("dst")), [])
     }
 
+    func testADestinationThatIsAFileFailsInOneLineAndIsLeftAlone() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        FixtureTree.write(work.path(""), "dst", "mine")
+        let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment)
+        XCTAssertEqual(outcome.status, 1)
+        XCTAssertEqual(outcome.stderrLines, ["mirror:\(work.path("dst")): failed: destination \(work.path("dst")) is a file, not a folder; move the file aside or point the target at a folder"])
+        XCTAssertEqual(try String(contentsOfFile: work.path("dst"), encoding: .utf8), "mine")
+    }
+
     func testABadConfigNamesFileAndLine() throws {
         FixtureTree.write(work.path(""), "folio.toml", "[[target]]\nname = \"a\"\nsorce = \"/x\"\n")
         let outcome = FolioBinary.run(["sync", "--now", "--config", work.path("folio.toml")], environment: environment)
