@@ -18,8 +18,10 @@ let package = Package(
         // Linux syscalls that Glibc's module map hides (_GNU_SOURCE ones) as static inline shims.
         .target(name: "CFolioSys"),
         .target(name: "FolioCore", dependencies: ["CFolioSys"]),
-        .systemLibrary(name: "CLibSSH2", pkgConfig: "libssh2", providers: [.apt(["libssh2-1-dev"])]),
-        .systemLibrary(name: "CLibCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // libssh2 and libcurl are loaded with dlopen on first use, not linked (see their headers for why); their
+        // -dev packages (libssh2-1-dev, libcurl4-openssl-dev) provide the headers.
+        .target(name: "CLibSSH2", dependencies: ["CFolioSys"]),
+        .target(name: "CLibCurl", dependencies: ["CFolioSys"]),
         .target(name: "FolioSFTP", dependencies: ["FolioCore", "CLibSSH2"]),
         .target(name: "FolioHTTP", dependencies: ["FolioCore", "CLibCurl"]),
         .target(name: "FolioState", dependencies: ["FolioCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift")]),

@@ -53,7 +53,7 @@ final class CurlEasy {
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
 
     init() throws {
-        _ = Self.globalInit
+        try Self.initialize()
         guard let handle = curl_easy_init() else {
             throw SourceError(.localIO, "cannot start libcurl (curl_easy_init failed; out of memory?)")
         }
@@ -65,9 +65,23 @@ final class CurlEasy {
         errorBuffer.deallocate()
     }
 
-    /// Why a lazy static: `curl_global_init` is not thread-safe and must run exactly once, before any handle;
-    /// Swift runs a static initializer once, under a lock.
-    fileprivate static let globalInit: Bool = curl_global_init(Int(CURL_GLOBAL_ALL)) == CURLE_OK
+    /// Why a lazy static: libcurl must be loaded, and `curl_global_init` (not thread-safe) run exactly once, before
+    /// any handle; Swift runs a static initializer once, under a lock.
+    private static let globalInit: Result<Void, SourceError> = {
+        if let problem = folio_curl_load() {
+            return .failure(SourceError(.localIO, "cannot load libcurl, which HTTP and WebDAV need (\(String(cString: problem))); install the libcurl4 package"))
+        }
+        let code = curl_global_init(Int(CURL_GLOBAL_ALL))
+        guard code == CURLE_OK else {
+            return .failure(SourceError(.localIO, "cannot initialise libcurl", underlying: "curl \(code.rawValue) (\(String(cString: curl_easy_strerror(code))))"))
+        }
+        return .success(())
+    }()
+
+    /// Loads and initialises libcurl on first use; every easy and multi handle calls it first.
+    fileprivate static func initialize() throws(SourceError) {
+        try globalInit.get()
+    }
 
     /// Sends `request` and waits for the whole response, on the calling thread (never a cooperative one).
     ///
@@ -220,7 +234,7 @@ final class CurlMulti {
     private var running: [CurlEasy] = []
 
     init() throws {
-        _ = CurlEasy.globalInit
+        try CurlEasy.initialize()
         guard let handle = curl_multi_init() else {
             throw SourceError(.localIO, "cannot start libcurl (curl_multi_init failed; out of memory?)")
         }

@@ -1,4 +1,5 @@
 import CLibSSH2
+import FolioCore
 import Glibc
 
 /// Every libssh2 call Folio makes goes through here; each one turns a return code and
@@ -8,11 +9,22 @@ import Glibc
 /// only ever used from one serial queue at a time, as libssh2 requires.
 enum LibSSH2 {
     /// Why a static let: Swift runs it exactly once, thread-safely, the first time any source is created, which is
-    /// before any worker opens a session (libssh2_init is not thread-safe).
-    private static let initResult: Int32 = libssh2_init(0)
+    /// before any worker opens a session (libssh2_init is not thread-safe, and no libssh2 function may run before
+    /// the library is loaded).
+    private static let initResult: Result<Void, SourceError> = {
+        if let problem = folio_ssh2_load() {
+            return .failure(SourceError(.localIO, "cannot load libssh2, which SFTP needs (\(String(cString: problem))); install the libssh2-1 package"))
+        }
+        let code = libssh2_init(0)
+        guard code == 0 else {
+            return .failure(SourceError(.localIO, "cannot initialise libssh2", underlying: LibSSH2Error(code: code, message: "libssh2_init failed").description))
+        }
+        return .success(())
+    }()
 
-    static func initialize() throws(LibSSH2Error) {
-        guard initResult == 0 else { throw LibSSH2Error(code: initResult, message: "libssh2_init failed") }
+    /// Loads and initialises libssh2 on first use; every session and source calls it before any other libssh2 call.
+    static func initialize() throws(SourceError) {
+        try initResult.get()
     }
 
     static func lastError(_ session: OpaquePointer, sftp: OpaquePointer? = nil) -> LibSSH2Error {

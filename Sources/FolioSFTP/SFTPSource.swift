@@ -23,7 +23,7 @@ public struct SFTPSource: Source {
         guard case let .sftp(user, host, port, path) = location.kind else {
             throw SourceError(.protocolViolation, "\(location) is not an sftp:// URL")
         }
-        do { try LibSSH2.initialize() } catch { throw SourceError(.localIO, "cannot initialise libssh2", underlying: error.description) }
+        try LibSSH2.initialize()
         var root = path.isEmpty ? "/" : path
         while root.count > 1, root.hasSuffix("/") { root.removeLast() }
         endpoint = SFTPEndpoint(

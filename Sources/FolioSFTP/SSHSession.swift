@@ -43,7 +43,7 @@ final class SSHSession {
 
     /// TCP connect and SSH key exchange; the caller owns (and must free) the returned session and socket.
     static func handshake(host: String, port: Int, timeoutSeconds: Int, display: String) throws(SourceError) -> (OpaquePointer, Int32) {
-        do { try LibSSH2.initialize() } catch { throw SourceError(.localIO, "cannot initialise libssh2", underlying: error.description) }
+        try LibSSH2.initialize()
         let socket = try TCPSocket.connect(host: host, port: port, timeoutSeconds: timeoutSeconds, display: display)
         let session: OpaquePointer
         do {

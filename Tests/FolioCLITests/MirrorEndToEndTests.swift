@@ -120,6 +120,30 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(try String(contentsOfFile: work.path("dst"), encoding: .utf8), "mine")
     }
 
+    /// libcurl and libssh2 are loaded only when a target needs them: with broken copies first on the library path,
+    /// a local mirror still works, and an HTTP or SFTP one fails in one line naming the library and the package
+    /// (not with the connection error port 9 would give).
+    func testNetworkLibrariesLoadOnlyWhenNeededAndAMissingOneFailsInOneLine() throws {
+        let notALibrary = String(repeating: "not a library\n", count: 20)
+        FixtureTree.write(work.path("libs"), "libcurl.so.4", notALibrary)
+        FixtureTree.write(work.path("libs"), "libssh2.so.1", notALibrary)
+        var broken = environment
+        broken["LD_LIBRARY_PATH"] = work.path("libs")
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+
+        let local = FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: broken)
+        XCTAssertEqual(local.status, 0, local.stderr)
+        XCTAssertEqual(FixtureTree.read(work.path("dst/a.txt")), Array("a".utf8))
+
+        let http = FolioBinary.run(["mirror", "http://127.0.0.1:9/files/", work.path("http")], environment: broken)
+        XCTAssertEqual(http.status, 1)
+        XCTAssertEqual(http.stderrLines, ["mirror:\(work.path("http")): failed: cannot load libcurl, which HTTP and WebDAV need (\(work.path("libs"))/libcurl.so.4: invalid ELF header); install the libcurl4 package"])
+
+        let sftp = FolioBinary.run(["mirror", "sftp://127.0.0.1:9/files", work.path("sftp")], environment: broken)
+        XCTAssertEqual(sftp.status, 1)
+        XCTAssertEqual(sftp.stderrLines, ["mirror:\(work.path("sftp")): failed: cannot load libssh2, which SFTP needs (\(work.path("libs"))/libssh2.so.1: invalid ELF header); install the libssh2-1 package"])
+    }
+
     func testABadConfigNamesFileAndLine() throws {
         FixtureTree.write(work.path(""), "folio.toml", "[[target]]\nname = \"a\"\nsorce = \"/x\"\n")
         let outcome = FolioBinary.run(["sync", "--now", "--config", work.path("folio.toml")], environment: environment)

@@ -51,4 +51,15 @@ static inline int folio_renameat_noreplace(int olddirfd, const char *oldpath, in
     return renameat2(olddirfd, oldpath, newdirfd, newpath, 1u);
 }
 
+/// One function a dynamically loaded library must provide: its name and where to store its address.
+struct folio_symbol {
+    const char *name;
+    void **slot;
+};
+
+/// Opens the shared library `soname` (dlopen, RTLD_NOW | RTLD_LOCAL) and stores the address of each of `symbols`
+/// in its slot. Returns NULL on success, else a message for people (dlerror's text, or which function is
+/// missing), allocated once and never freed: callers load each library once per process.
+const char *folio_load_library(const char *soname, const struct folio_symbol *symbols, size_t count);
+
 #endif

@@ -1,7 +1,16 @@
-#ifndef FOLIO_CLIBSSH2_SHIM_H
-#define FOLIO_CLIBSSH2_SHIM_H
+#ifndef FOLIO_CLIBSSH2_H
+#define FOLIO_CLIBSSH2_H
 #include <libssh2.h>
 #include <libssh2_sftp.h>
+
+/* libssh2 is loaded with dlopen the first time an SFTP source needs it, not linked, so that runs without an SFTP
+   target do not pay for loading it and OpenSSL (~3 ms and ~3 MB a process). loader.c defines each libssh2
+   function Folio calls as a hidden forwarder to the loaded library, so Swift and the shims below call the usual
+   names.
+
+   Loads libssh2.so.1 once; returns NULL when every function Folio uses is there, else what went wrong (the
+   dlerror text or the missing function). No libssh2 function may be called before it returned NULL. */
+const char *folio_ssh2_load(void);
 
 // Swift cannot import libssh2's function-like macros; these static inline shims give them names it can call.
 

@@ -1,0 +1,159 @@
+/* Loads libssh2 on first use and forwards Folio's libssh2 calls to it (see CLibSSH2.h for why). */
+#include <pthread.h>
+#include "folio_sys.h"
+
+/* Why hidden: these forwarders carry libssh2's own names so that Swift and the header's shims call the usual
+   API; hidden keeps them out of Folio's dynamic symbol table (the Swift driver exports the executable's
+   symbols), so libssh2's calls to its own functions still bind inside libssh2, never back to these. */
+#pragma GCC visibility push(hidden)
+#include "CLibSSH2.h"
+
+#define FOLIO_SSH2_FUNCTIONS(X) \
+    X(libssh2_init) X(libssh2_session_init_ex) X(libssh2_session_free) X(libssh2_session_set_blocking) \
+    X(libssh2_session_set_timeout) X(libssh2_session_handshake) X(libssh2_session_hostkey) \
+    X(libssh2_session_last_error) X(libssh2_session_disconnect_ex) X(libssh2_hostkey_hash) \
+    X(libssh2_keepalive_config) X(libssh2_keepalive_send) X(libssh2_knownhost_init) X(libssh2_knownhost_free) \
+    X(libssh2_knownhost_readline) X(libssh2_knownhost_checkp) X(libssh2_userauth_list) \
+    X(libssh2_userauth_authenticated) X(libssh2_userauth_publickey_fromfile_ex) X(libssh2_userauth_password_ex) \
+    X(libssh2_agent_init) X(libssh2_agent_connect) X(libssh2_agent_list_identities) X(libssh2_agent_get_identity) \
+    X(libssh2_agent_userauth) X(libssh2_agent_disconnect) X(libssh2_agent_free) X(libssh2_channel_open_ex) \
+    X(libssh2_channel_process_startup) X(libssh2_channel_read_ex) X(libssh2_channel_write_ex) \
+    X(libssh2_channel_handle_extended_data2) X(libssh2_channel_send_eof) X(libssh2_channel_close) \
+    X(libssh2_channel_wait_closed) X(libssh2_channel_get_exit_status) X(libssh2_channel_free) X(libssh2_sftp_init) \
+    X(libssh2_sftp_shutdown) X(libssh2_sftp_last_error) X(libssh2_sftp_open_ex) X(libssh2_sftp_close_handle) \
+    X(libssh2_sftp_readdir_ex) X(libssh2_sftp_read) X(libssh2_sftp_seek64) X(libssh2_sftp_stat_ex) \
+    X(libssh2_sftp_fstat_ex) X(libssh2_sftp_symlink_ex)
+
+#define FOLIO_POINTER(name) static __typeof__(name) *loaded_##name;
+FOLIO_SSH2_FUNCTIONS(FOLIO_POINTER)
+
+static const char *load_error;
+
+static void load(void) {
+#define FOLIO_SYMBOL(name) {#name, (void **)&loaded_##name},
+    static const struct folio_symbol symbols[] = {FOLIO_SSH2_FUNCTIONS(FOLIO_SYMBOL)};
+    load_error = folio_load_library("libssh2.so.1", symbols, sizeof symbols / sizeof symbols[0]);
+}
+
+const char *folio_ssh2_load(void) {
+    /* Why pthread_once: sources on several threads may ask at once; the pointers are written once, before any
+       caller sees NULL, and read-only after. */
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, load);
+    return load_error;
+}
+
+int libssh2_init(int flags) { return loaded_libssh2_init(flags); }
+
+LIBSSH2_SESSION *libssh2_session_init_ex(LIBSSH2_ALLOC_FUNC((*allocate)), LIBSSH2_FREE_FUNC((*release)),
+                                         LIBSSH2_REALLOC_FUNC((*reallocate)), void *abstract) {
+    return loaded_libssh2_session_init_ex(allocate, release, reallocate, abstract);
+}
+int libssh2_session_free(LIBSSH2_SESSION *session) { return loaded_libssh2_session_free(session); }
+void libssh2_session_set_blocking(LIBSSH2_SESSION *session, int blocking) { loaded_libssh2_session_set_blocking(session, blocking); }
+void libssh2_session_set_timeout(LIBSSH2_SESSION *session, long timeout) { loaded_libssh2_session_set_timeout(session, timeout); }
+int libssh2_session_handshake(LIBSSH2_SESSION *session, libssh2_socket_t socket) {
+    return loaded_libssh2_session_handshake(session, socket);
+}
+const char *libssh2_session_hostkey(LIBSSH2_SESSION *session, size_t *length, int *type) {
+    return loaded_libssh2_session_hostkey(session, length, type);
+}
+int libssh2_session_last_error(LIBSSH2_SESSION *session, char **message, int *length, int wantBuffer) {
+    return loaded_libssh2_session_last_error(session, message, length, wantBuffer);
+}
+int libssh2_session_disconnect_ex(LIBSSH2_SESSION *session, int reason, const char *description, const char *language) {
+    return loaded_libssh2_session_disconnect_ex(session, reason, description, language);
+}
+const char *libssh2_hostkey_hash(LIBSSH2_SESSION *session, int type) { return loaded_libssh2_hostkey_hash(session, type); }
+void libssh2_keepalive_config(LIBSSH2_SESSION *session, int wantReply, unsigned interval) {
+    loaded_libssh2_keepalive_config(session, wantReply, interval);
+}
+int libssh2_keepalive_send(LIBSSH2_SESSION *session, int *secondsToNext) { return loaded_libssh2_keepalive_send(session, secondsToNext); }
+
+LIBSSH2_KNOWNHOSTS *libssh2_knownhost_init(LIBSSH2_SESSION *session) { return loaded_libssh2_knownhost_init(session); }
+void libssh2_knownhost_free(LIBSSH2_KNOWNHOSTS *hosts) { loaded_libssh2_knownhost_free(hosts); }
+int libssh2_knownhost_readline(LIBSSH2_KNOWNHOSTS *hosts, const char *line, size_t length, int type) {
+    return loaded_libssh2_knownhost_readline(hosts, line, length, type);
+}
+int libssh2_knownhost_checkp(LIBSSH2_KNOWNHOSTS *hosts, const char *host, int port, const char *key, size_t keyLength,
+                             int typemask, struct libssh2_knownhost **found) {
+    return loaded_libssh2_knownhost_checkp(hosts, host, port, key, keyLength, typemask, found);
+}
+
+char *libssh2_userauth_list(LIBSSH2_SESSION *session, const char *user, unsigned int userLength) {
+    return loaded_libssh2_userauth_list(session, user, userLength);
+}
+int libssh2_userauth_authenticated(LIBSSH2_SESSION *session) { return loaded_libssh2_userauth_authenticated(session); }
+int libssh2_userauth_publickey_fromfile_ex(LIBSSH2_SESSION *session, const char *user, unsigned int userLength,
+                                           const char *publicKey, const char *privateKey, const char *passphrase) {
+    return loaded_libssh2_userauth_publickey_fromfile_ex(session, user, userLength, publicKey, privateKey, passphrase);
+}
+int libssh2_userauth_password_ex(LIBSSH2_SESSION *session, const char *user, unsigned int userLength, const char *password,
+                                 unsigned int passwordLength, LIBSSH2_PASSWD_CHANGEREQ_FUNC((*changeRequest))) {
+    return loaded_libssh2_userauth_password_ex(session, user, userLength, password, passwordLength, changeRequest);
+}
+
+LIBSSH2_AGENT *libssh2_agent_init(LIBSSH2_SESSION *session) { return loaded_libssh2_agent_init(session); }
+int libssh2_agent_connect(LIBSSH2_AGENT *agent) { return loaded_libssh2_agent_connect(agent); }
+int libssh2_agent_list_identities(LIBSSH2_AGENT *agent) { return loaded_libssh2_agent_list_identities(agent); }
+int libssh2_agent_get_identity(LIBSSH2_AGENT *agent, struct libssh2_agent_publickey **store,
+                               struct libssh2_agent_publickey *previous) {
+    return loaded_libssh2_agent_get_identity(agent, store, previous);
+}
+int libssh2_agent_userauth(LIBSSH2_AGENT *agent, const char *user, struct libssh2_agent_publickey *identity) {
+    return loaded_libssh2_agent_userauth(agent, user, identity);
+}
+int libssh2_agent_disconnect(LIBSSH2_AGENT *agent) { return loaded_libssh2_agent_disconnect(agent); }
+void libssh2_agent_free(LIBSSH2_AGENT *agent) { loaded_libssh2_agent_free(agent); }
+
+LIBSSH2_CHANNEL *libssh2_channel_open_ex(LIBSSH2_SESSION *session, const char *type, unsigned int typeLength,
+                                         unsigned int windowSize, unsigned int packetSize, const char *message,
+                                         unsigned int messageLength) {
+    return loaded_libssh2_channel_open_ex(session, type, typeLength, windowSize, packetSize, message, messageLength);
+}
+int libssh2_channel_process_startup(LIBSSH2_CHANNEL *channel, const char *request, unsigned int requestLength,
+                                    const char *message, unsigned int messageLength) {
+    return loaded_libssh2_channel_process_startup(channel, request, requestLength, message, messageLength);
+}
+ssize_t libssh2_channel_read_ex(LIBSSH2_CHANNEL *channel, int stream, char *buffer, size_t length) {
+    return loaded_libssh2_channel_read_ex(channel, stream, buffer, length);
+}
+ssize_t libssh2_channel_write_ex(LIBSSH2_CHANNEL *channel, int stream, const char *buffer, size_t length) {
+    return loaded_libssh2_channel_write_ex(channel, stream, buffer, length);
+}
+int libssh2_channel_handle_extended_data2(LIBSSH2_CHANNEL *channel, int mode) {
+    return loaded_libssh2_channel_handle_extended_data2(channel, mode);
+}
+int libssh2_channel_send_eof(LIBSSH2_CHANNEL *channel) { return loaded_libssh2_channel_send_eof(channel); }
+int libssh2_channel_close(LIBSSH2_CHANNEL *channel) { return loaded_libssh2_channel_close(channel); }
+int libssh2_channel_wait_closed(LIBSSH2_CHANNEL *channel) { return loaded_libssh2_channel_wait_closed(channel); }
+int libssh2_channel_get_exit_status(LIBSSH2_CHANNEL *channel) { return loaded_libssh2_channel_get_exit_status(channel); }
+int libssh2_channel_free(LIBSSH2_CHANNEL *channel) { return loaded_libssh2_channel_free(channel); }
+
+LIBSSH2_SFTP *libssh2_sftp_init(LIBSSH2_SESSION *session) { return loaded_libssh2_sftp_init(session); }
+int libssh2_sftp_shutdown(LIBSSH2_SFTP *sftp) { return loaded_libssh2_sftp_shutdown(sftp); }
+unsigned long libssh2_sftp_last_error(LIBSSH2_SFTP *sftp) { return loaded_libssh2_sftp_last_error(sftp); }
+LIBSSH2_SFTP_HANDLE *libssh2_sftp_open_ex(LIBSSH2_SFTP *sftp, const char *path, unsigned int pathLength, unsigned long flags,
+                                          long mode, int openType) {
+    return loaded_libssh2_sftp_open_ex(sftp, path, pathLength, flags, mode, openType);
+}
+int libssh2_sftp_close_handle(LIBSSH2_SFTP_HANDLE *handle) { return loaded_libssh2_sftp_close_handle(handle); }
+int libssh2_sftp_readdir_ex(LIBSSH2_SFTP_HANDLE *handle, char *buffer, size_t length, char *longEntry,
+                            size_t longEntryLength, LIBSSH2_SFTP_ATTRIBUTES *attributes) {
+    return loaded_libssh2_sftp_readdir_ex(handle, buffer, length, longEntry, longEntryLength, attributes);
+}
+ssize_t libssh2_sftp_read(LIBSSH2_SFTP_HANDLE *handle, char *buffer, size_t length) {
+    return loaded_libssh2_sftp_read(handle, buffer, length);
+}
+void libssh2_sftp_seek64(LIBSSH2_SFTP_HANDLE *handle, libssh2_uint64_t offset) { loaded_libssh2_sftp_seek64(handle, offset); }
+int libssh2_sftp_stat_ex(LIBSSH2_SFTP *sftp, const char *path, unsigned int pathLength, int statType,
+                         LIBSSH2_SFTP_ATTRIBUTES *attributes) {
+    return loaded_libssh2_sftp_stat_ex(sftp, path, pathLength, statType, attributes);
+}
+int libssh2_sftp_fstat_ex(LIBSSH2_SFTP_HANDLE *handle, LIBSSH2_SFTP_ATTRIBUTES *attributes, int setStat) {
+    return loaded_libssh2_sftp_fstat_ex(handle, attributes, setStat);
+}
+int libssh2_sftp_symlink_ex(LIBSSH2_SFTP *sftp, const char *path, unsigned int pathLength, char *target,
+                            unsigned int targetLength, int linkType) {
+    return loaded_libssh2_sftp_symlink_ex(sftp, path, pathLength, target, targetLength, linkType);
+}
