@@ -64,10 +64,6 @@ final class ListingParserTests: XCTestCase {
         XCTAssertEqual(MultistatusParser.trimmingXMLSpace("plain"), "plain")
         XCTAssertEqual(MultistatusParser.trimmingXMLSpace(" \n "), "")
         XCTAssertEqual(MultistatusParser.trimmingXMLSpace("\u{A0}x\u{A0}"), "\u{A0}x\u{A0}", "a no-break space is text in XML, not white space")
-        XCTAssertEqual(MultistatusParser.declaration(in: Array("<?xml?><!-- c --><a/>".utf8)), nil)
-        XCTAssertEqual(MultistatusParser.declaration(in: Array("<?xml?><!DOCTYPE a><a/>".utf8)), "<!DOCTYPE")
-        XCTAssertEqual(MultistatusParser.declaration(in: Array("<a><!ENTITY".utf8)), "<!ENTITY")
-        XCTAssertEqual(MultistatusParser.declaration(in: Array("<!".utf8)), nil)
     }
 
     func testMultistatusKeepsOnlyTheOKPropstat() throws {
@@ -84,5 +80,72 @@ final class ListingParserTests: XCTestCase {
         XCTAssertNil(responses[0].lastModified)
         XCTAssertTrue(responses[0].hasProperties)
         XCTAssertFalse(responses[1].hasProperties)
+    }
+
+    private func events(_ xml: String) throws -> [XMLScanner.Event] {
+        var events: [XMLScanner.Event] = []
+        try XMLScanner.scan(Array(xml.utf8)) { events.append($0) }
+        return events
+    }
+
+    private func failure(_ xml: String) -> String {
+        do {
+            _ = try events(xml)
+            return "no failure"
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    func testXMLNamespacesResolveByScopeWhateverThePrefix() throws {
+        let xml = """
+            <?xml version="1.0" encoding="utf-8"?>
+            <!-- Apache writes lp1, IIS a default namespace -->
+            <D:multistatus xmlns:D="DAV:"><r xmlns="DAV:"><lp1:x xmlns:lp1="DAV:"/><D:y xmlns:D="urn:other">t</D:y></r><D:z/></D:multistatus>
+            """
+        XCTAssertEqual(try events(xml), [
+            .start(namespace: "DAV:", name: "multistatus"),
+            .start(namespace: "DAV:", name: "r"),
+            .start(namespace: "DAV:", name: "x"), .end(namespace: "DAV:", name: "x"),
+            .start(namespace: "urn:other", name: "y"), .text("t"), .end(namespace: "urn:other", name: "y"),
+            .end(namespace: "DAV:", name: "r"),
+            .start(namespace: "DAV:", name: "z"), .end(namespace: "DAV:", name: "z"),
+            .end(namespace: "DAV:", name: "multistatus"),
+        ])
+        XCTAssertEqual(try events("<a><b xmlns=''/></a>"), [
+            .start(namespace: nil, name: "a"), .start(namespace: nil, name: "b"), .end(namespace: nil, name: "b"), .end(namespace: nil, name: "a"),
+        ], "no namespace, and an empty default namespace undeclares it")
+    }
+
+    func testXMLTextDecodesReferencesAndCDATAOnly() throws {
+        let xml = #"<a>&lt;&amp;&gt;&quot;&apos; &#233;&#x1F600;<![CDATA[<&amp;>]]>é</a>"#
+        XCTAssertEqual(try events(xml).compactMap { if case let .text(t) = $0 { t } else { nil } }.joined(), #"<&>"' é😀<&amp;>é"#)
+        XCTAssertEqual(try events("\u{FEFF}<a>x</a>\n"), [.start(namespace: nil, name: "a"), .text("x"), .end(namespace: nil, name: "a")], "a byte order mark and trailing white space")
+        var latin1 = Array(#"<?xml version="1.0" encoding="ISO-8859-1"?><a>"#.utf8)
+        latin1 += [0xE9, 0x20, 0xFF]
+        latin1 += Array("</a>".utf8)
+        var texts: [XMLScanner.Event] = []
+        try XMLScanner.scan(latin1) { texts.append($0) }
+        XCTAssertEqual(texts[1], .text("é ÿ"), "ISO-8859-1 is transcoded")
+    }
+
+    func testXMLThatIsNotWellFormedOrDeclaresADTDIsRefused() {
+        XCTAssertEqual(failure("<a><b></a>"), "is not well-formed XML (</a> closes no open element at byte 6)")
+        XCTAssertEqual(failure("<a><b>"), "is not well-formed XML (the body ends inside <b> at byte 6)")
+        XCTAssertEqual(failure("<a>&xxe;</a>"), "is not well-formed XML (unknown reference &xxe; at byte 3)")
+        XCTAssertEqual(failure("<a>&#0;</a>"), "is not well-formed XML (unknown reference &#0; at byte 3)")
+        XCTAssertEqual(failure("<p:a/>"), "is not well-formed XML (undeclared namespace prefix p at byte 0)")
+        XCTAssertEqual(failure("<a/><b/>"), "is not well-formed XML (a second root element at byte 4)")
+        XCTAssertEqual(failure("x<a/>"), "is not well-formed XML (text outside the root element at byte 0)")
+        XCTAssertEqual(failure("<a b=c/>"), "is not well-formed XML (an unquoted attribute value at byte 0)")
+        XCTAssertEqual(failure(""), "is not well-formed XML (no root element at byte 0)")
+        XCTAssertEqual(failure("<!-- never closed <a/>"), "is not well-formed XML (--> missing at byte 4)")
+        XCTAssertEqual(failure(#"<?xml version="1.0"?><!DOCTYPE a [<!ENTITY x SYSTEM "file:///etc/passwd">]><a>&x;</a>"#),
+                       "declares a DTD or entity (<!DOCTYPE); refused")
+        XCTAssertEqual(failure(#"<?xml version="1.0" encoding="UTF-16"?><a/>"#), "is in encoding utf-16; Folio reads UTF-8 and ISO-8859-1")
+        var invalid = Array("<a>".utf8)
+        invalid += [0xC3, 0x28]
+        invalid += Array("</a>".utf8)
+        XCTAssertThrowsError(try XMLScanner.scan(invalid) { _ in }) { XCTAssertEqual("\($0)", "is not well-formed XML (invalid UTF-8 at byte 3)") }
     }
 }
