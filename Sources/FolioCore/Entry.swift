@@ -12,17 +12,27 @@ public struct Entry: Hashable, Sendable {
         }
     }
 
-    // Stored properties are ordered for packing (the one-byte fields last): a snapshot holds one per entry.
+    // Stored properties are ordered for packing (the one-byte fields last, validator and checksum behind one
+    // `EntryTokens` reference): a snapshot holds one per entry, 40 bytes each instead of 64.
     public var path: RelativePath
     /// Bytes; 0 for folders.
     public var size: Int64
     public var mtime: FileTime
-    /// A token that changes whenever the content does (an HTTP ETag); nil when the source has none.
-    public var validator: String?
-    /// `algorithm:hex` when the source offers one (e.g. `sha256:…`); nil otherwise.
-    public var checksum: String?
+    private var tokens: EntryTokens?
     public var kind: Kind
     public var precision: TimePrecision
+
+    /// A token that changes whenever the content does (an HTTP ETag); nil when the source has none.
+    public var validator: String? {
+        get { tokens?.validator }
+        set { tokens = EntryTokens.make(validator: newValue, checksum: checksum) }
+    }
+
+    /// `algorithm:hex` when the source offers one (e.g. `sha256:…`); nil otherwise.
+    public var checksum: String? {
+        get { tokens?.checksum }
+        set { tokens = EntryTokens.make(validator: validator, checksum: newValue) }
+    }
 
     public init(
         path: RelativePath, kind: Kind, size: Int64 = 0, mtime: FileTime, precision: TimePrecision = .nanosecond,
@@ -33,7 +43,6 @@ public struct Entry: Hashable, Sendable {
         self.size = size
         self.mtime = mtime
         self.precision = precision
-        self.validator = validator
-        self.checksum = checksum
+        self.tokens = EntryTokens.make(validator: validator, checksum: checksum)
     }
 }

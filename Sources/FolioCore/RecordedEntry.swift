@@ -1,16 +1,26 @@
 /// What the state database remembers of an entry Folio put in place: the source version it copied and the
 /// local file it left, so a later run can tell "unchanged", "changed on the source" and "changed here" apart.
 public struct RecordedEntry: Sendable, Hashable {
+    // The one-byte field last, validator and checksum behind one reference: the record holds one per entry.
     public var path: RelativePath
-    public var kind: Entry.Kind
     /// The source's size, mtime, validator and checksum at the time of copying.
     public var size: Int64
     public var mtime: FileTime
-    public var validator: String?
-    public var checksum: String?
+    private var tokens: EntryTokens?
     /// The local file Folio left: its inode and mtime.
     public var localInode: UInt64
     public var localMtime: FileTime
+    public var kind: Entry.Kind
+
+    public var validator: String? {
+        get { tokens?.validator }
+        set { tokens = EntryTokens.make(validator: newValue, checksum: checksum) }
+    }
+
+    public var checksum: String? {
+        get { tokens?.checksum }
+        set { tokens = EntryTokens.make(validator: validator, checksum: newValue) }
+    }
 
     public init(path: RelativePath, kind: Entry.Kind, size: Int64, mtime: FileTime, validator: String?, checksum: String?,
                 localInode: UInt64, localMtime: FileTime) {
@@ -18,8 +28,7 @@ public struct RecordedEntry: Sendable, Hashable {
         self.kind = kind
         self.size = size
         self.mtime = mtime
-        self.validator = validator
-        self.checksum = checksum
+        self.tokens = EntryTokens.make(validator: validator, checksum: checksum)
         self.localInode = localInode
         self.localMtime = localMtime
     }

@@ -2,7 +2,7 @@ import Dispatch
 
 /// A listing of a source tree at one moment: entries sorted in `RelativePath` order, plus what could not be listed.
 ///
-/// Memory grows with the number of entries only: one `Entry` per entry (64 bytes, plus its path: a heap object of
+/// Memory grows with the number of entries only: one `Entry` per entry (40 bytes, plus its path: a heap object of
 /// about 80 bytes for a 36-byte path, shared with the record and the destination listing).
 public struct Snapshot: Sendable {
     /// Sorted by path, no duplicates.
