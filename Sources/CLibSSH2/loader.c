@@ -1,5 +1,9 @@
 /* Loads libssh2 on first use and forwards Folio's libssh2 calls to it (see CLibSSH2.h for why). */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include "folio_sys.h"
 
 /* Why hidden: these forwarders carry libssh2's own names so that Swift and the header's shims call the usual
@@ -10,7 +14,7 @@
 
 #define FOLIO_SSH2_FUNCTIONS(X) \
     X(libssh2_init) X(libssh2_session_init_ex) X(libssh2_session_free) X(libssh2_session_set_blocking) \
-    X(libssh2_session_set_timeout) X(libssh2_session_handshake) X(libssh2_session_hostkey) \
+    X(libssh2_session_set_timeout) X(libssh2_session_callback_set) X(libssh2_session_handshake) X(libssh2_session_hostkey) \
     X(libssh2_session_last_error) X(libssh2_session_disconnect_ex) X(libssh2_hostkey_hash) \
     X(libssh2_keepalive_config) X(libssh2_keepalive_send) X(libssh2_knownhost_init) X(libssh2_knownhost_free) \
     X(libssh2_knownhost_readline) X(libssh2_knownhost_checkp) X(libssh2_userauth_list) \
@@ -52,6 +56,9 @@ LIBSSH2_SESSION *libssh2_session_init_ex(LIBSSH2_ALLOC_FUNC((*allocate)), LIBSSH
 int libssh2_session_free(LIBSSH2_SESSION *session) { return loaded_libssh2_session_free(session); }
 void libssh2_session_set_blocking(LIBSSH2_SESSION *session, int blocking) { loaded_libssh2_session_set_blocking(session, blocking); }
 void libssh2_session_set_timeout(LIBSSH2_SESSION *session, long timeout) { loaded_libssh2_session_set_timeout(session, timeout); }
+void *libssh2_session_callback_set(LIBSSH2_SESSION *session, int type, void *callback) {
+    return loaded_libssh2_session_callback_set(session, type, callback);
+}
 int libssh2_session_handshake(LIBSSH2_SESSION *session, libssh2_socket_t socket) {
     return loaded_libssh2_session_handshake(session, socket);
 }
@@ -156,4 +163,18 @@ int libssh2_sftp_fstat_ex(LIBSSH2_SFTP_HANDLE *handle, LIBSSH2_SFTP_ATTRIBUTES *
 int libssh2_sftp_symlink_ex(LIBSSH2_SFTP *sftp, const char *path, unsigned int pathLength, char *target,
                             unsigned int targetLength, int linkType) {
     return loaded_libssh2_sftp_symlink_ex(sftp, path, pathLength, target, targetLength, linkType);
+}
+
+/* libssh2's own receive (recv, errors as -errno, EWOULDBLOCK as -EAGAIN), then an immediate ACK of what was read. */
+static LIBSSH2_RECV_FUNC(folio_ssh2_recv) {
+    (void)abstract;
+    ssize_t received = recv(socket, buffer, length, flags);
+    if (received < 0) return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+    int one = 1;
+    setsockopt(socket, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
+    return received;
+}
+
+void folio_ssh2_acknowledge_at_once(LIBSSH2_SESSION *session) {
+    libssh2_session_callback_set(session, LIBSSH2_CALLBACK_RECV, (void *)folio_ssh2_recv);
 }

@@ -46,6 +46,7 @@ enum LibSSH2 {
     static func makeSession(timeoutMilliseconds: Int) throws(LibSSH2Error) -> OpaquePointer {
         guard let session = folio_ssh2_session_init(nil) else { throw LibSSH2Error(code: LIBSSH2_ERROR_ALLOC, message: "libssh2_session_init failed") }
         libssh2_session_set_blocking(session, 1)
+        folio_ssh2_acknowledge_at_once(session)
         // Why: blocking libssh2 calls otherwise wait forever on a silent server.
         libssh2_session_set_timeout(session, timeoutMilliseconds)
         return session
