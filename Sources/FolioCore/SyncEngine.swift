@@ -1,3 +1,4 @@
+import CFolioSys
 import Dispatch
 import Foundation
 
@@ -122,6 +123,7 @@ public struct SyncEngine: Sendable {
 
         events.emit(.stage(target: name, stage: .planning))
         Self.sharePaths(of: &local.items, with: snapshot)
+        _ = folio_return_free_pages_to_system()
         let record = try state.record(of: name, sharingPathsWith: snapshot)
         let plan = SyncPlanner.plan(remote: snapshot, local: local.items, record: record, removalsAllowed: snapshot.isComplete)
         report.withheldRemovals = plan.withheldRemovals
