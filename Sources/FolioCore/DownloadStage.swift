@@ -33,7 +33,7 @@ struct DownloadStage: Sendable {
     let committer: StateCommitter
 
     func run() async -> Outcome {
-        let workerCount = max(1, min(workers, downloads.count))
+        let workerCount = Self.workerCount(for: downloads, workers: workers, features: source.features)
         let jobs = Self.jobs(for: downloads, workers: workerCount, batching: source.features.batchDownloads)
         let queue = JobQueue(count: jobs.count, workers: workerCount)
         let outcome = Locked(Outcome())
@@ -68,6 +68,22 @@ struct DownloadStage: Sendable {
             result.failures.append((download.entry.path, result.runError?.message ?? "not attempted"))
         }
         return result
+    }
+
+    /// How many workers (each with its own connection) the downloads are worth: at most `workers`, one per file,
+    /// and where connections are costly, one per large file or full batch of small ones. Why: an SSH login is a
+    /// dozen round trips, longer than a batch of small files takes to stream over a session already open (the
+    /// listing's, which the first worker reuses).
+    static func workerCount(for downloads: [SyncPlan.Download], workers: Int, features: SourceFeatures) -> Int {
+        let most = max(1, min(workers, downloads.count))
+        guard features.costlyConnections, features.batchDownloads else { return most }
+        var large = 0
+        var smallBytes: Int64 = 0
+        for download in downloads {
+            if download.entry.size > DownloadBatch.maxFileSize { large += 1 } else { smallBytes += download.entry.size }
+        }
+        let smallBatches = Int((smallBytes + DownloadBatch.maxBytes - 1) / DownloadBatch.maxBytes)
+        return max(1, min(most, large + smallBatches))
     }
 
     /// Splits the downloads into jobs: runs of small files fetched as one batch when the source can, so that

@@ -54,11 +54,16 @@ public struct SourceFeatures: Sendable, Equatable {
     /// Whether connections may fetch many small files per request (`download(batch:)`); the engine then
     /// groups small files into batches.
     public var batchDownloads: Bool
+    /// Whether opening a connection costs many round trips (an SSH handshake and login): the engine then opens
+    /// another one only for work that outlasts it, a large file or a full batch of small ones.
+    public var costlyConnections: Bool
 
-    public init(mtimePrecision: TimePrecision, checksums: Bool = false, resumable: Bool = true, batchDownloads: Bool = false) {
+    public init(mtimePrecision: TimePrecision, checksums: Bool = false, resumable: Bool = true, batchDownloads: Bool = false,
+                costlyConnections: Bool = false) {
         self.mtimePrecision = mtimePrecision
         self.checksums = checksums
         self.resumable = resumable
         self.batchDownloads = batchDownloads
+        self.costlyConnections = costlyConnections
     }
 }

@@ -44,7 +44,7 @@ public struct SFTPSource: Source {
 
     /// SFTP version 3 reports whole seconds; the exec listing adds nanoseconds where the server has them. Small
     /// files come in batches over `tar` where the server has it (see `TarBatch`).
-    public var features: SourceFeatures { SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true, batchDownloads: true) }
+    public var features: SourceFeatures { SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true, batchDownloads: true, costlyConnections: true) }
 
     public func snapshot(options: ListingOptions) async throws -> Snapshot {
         try await SFTPLister(endpoint: endpoint, options: options, method: listingMethod, idle: idle).snapshot()
