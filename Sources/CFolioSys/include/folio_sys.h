@@ -63,7 +63,7 @@ struct folio_symbol {
     void **slot;
 };
 
-/// Opens the shared library `soname` (dlopen, RTLD_NOW | RTLD_LOCAL) and stores the address of each of `symbols`
+/// Opens the shared library `soname` (dlopen, RTLD_LAZY | RTLD_LOCAL) and stores the address of each of `symbols`
 /// in its slot. Returns NULL on success, else a message for people (dlerror's text, or which function is
 /// missing), allocated once and never freed: callers load each library once per process.
 const char *folio_load_library(const char *soname, const struct folio_symbol *symbols, size_t count);
