@@ -12,7 +12,7 @@ public struct RecordedTree: Sendable, Sequence {
     public init(_ entries: consuming [RecordedEntry]) {
         // Consumed, so the caller's array is sorted where it lies instead of copied first.
         var sorted = consume entries
-        sorted.sort { RelativePath.compare($0.path.bytes, $1.path.bytes) < 0 }
+        sorted.withUnsafeMutableBufferPointer { $0.sortByPath(\.path) }
         if zip(sorted, sorted.dropFirst()).contains(where: { $0.path == $1.path }) {
             var unique: [RecordedEntry] = []
             for entry in sorted where unique.last?.path != entry.path { unique.append(entry) }

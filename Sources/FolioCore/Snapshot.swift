@@ -99,10 +99,10 @@ public struct SnapshotBuilder: Sendable {
         let nonASCII = entries.compactMap { entry in entry.path.bytes.contains { $0 >= 0x80 } ? entry.path : nil }
         nonisolated(unsafe) var clashes: [ListingIssue] = []
         entries.withUnsafeMutableBufferPointer { buffer in
-            nonisolated(unsafe) var sortable = buffer
+            nonisolated(unsafe) let sortable = buffer
             DispatchQueue.concurrentPerform(iterations: 2) { part in
                 if part == 0 {
-                    sortable.sort { RelativePath.compare($0.path.bytes, $1.path.bytes) < 0 }
+                    sortable.sortByPath(\.path)
                 } else {
                     clashes = Self.normalizationClashes(among: nonASCII)
                 }

@@ -32,7 +32,7 @@ struct TreeWalker: Sendable {
         var items: [LocalItem] = []
         items.reserveCapacity(findings.count)
         findings.drain { items.append($0) }
-        items.sort { RelativePath.compare($0.path.bytes, $1.path.bytes) < 0 }
+        items.withUnsafeMutableBufferPointer { $0.sortByPath(\.path) }
         return Result(items: items, issues: findings.issues)
     }
 

@@ -1,4 +1,4 @@
-import FolioCore
+@testable import FolioCore
 import XCTest
 
 final class RelativePathTests: XCTestCase {
@@ -83,5 +83,19 @@ final class RelativePathTests: XCTestCase {
         XCTAssertFalse(FileTime.equal(exact, .nanosecond, FileTime(seconds: 100), .nanosecond))
         XCTAssertFalse(FileTime.equal(.unknown, .second, .unknown, .second))
         XCTAssertEqual(FileTime(nanoseconds: -1).truncated(to: .second), FileTime(seconds: -1))
+    }
+
+    /// The position sort gives exactly what a stable `sort(by:)` gives: path order, equal paths in their first order.
+    func testSortByPathIsStableAndMatchesTheStandardSort() throws {
+        let names = ["a", "a/b", "a b", "a/b/c", "a-b", "é", "e\u{301}", "z", "a/a", "b"]
+        for round in 0..<20 {
+            let items: [(path: RelativePath, tag: Int)] = try (0..<(round * 7 + 1)).map { index in
+                (try RelativePath(validating: names[(index * 7 + index / 3 + round) % names.count]), index)
+            }
+            var sorted = items
+            sorted.withUnsafeMutableBufferPointer { $0.sortByPath(\.path) }
+            let expected = items.sorted { RelativePath.compare($0.path.bytes, $1.path.bytes) < 0 }
+            XCTAssertEqual(sorted.map(\.tag), expected.map(\.tag), "round \(round)")
+        }
     }
 }
