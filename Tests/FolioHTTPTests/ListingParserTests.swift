@@ -9,6 +9,10 @@ final class ListingParserTests: XCTestCase {
         XCTAssertEqual(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT"), 784_111_777)
         XCTAssertEqual(HTTPDate.parse("Sun Nov  6 08:49:37 1994"), 784_111_777)
         XCTAssertNil(HTTPDate.parse("yesterday"))
+        XCTAssertEqual(HTTPDate.parse("Sun, 06 NOV 1994 08:49:37 GMT"), 784_111_777, "month names in any case")
+        XCTAssertNil(HTTPDate.parse("Sun, 06 Nov 1994 08:49 GMT"), "a clock without seconds")
+        XCTAssertNil(HTTPDate.parse("Sun, 32 Nov 1994 08:49:37 GMT"), "day 32")
+        XCTAssertNil(HTTPDate.parse("Sun, 06 Nov 1994 08:x9:37 GMT"), "a letter in the clock")
         XCTAssertEqual(HTTPDate.format(784_111_777), "Sun, 06 Nov 1994 08:49:37 GMT")
         XCTAssertEqual(HTTPDate.format(1_700_000_000), "Tue, 14 Nov 2023 22:13:20 GMT")
     }
