@@ -1,6 +1,5 @@
 /* Loads libcurl on first use and forwards Folio's libcurl calls to it (see CLibCurl.h for why). */
 #define CURL_DISABLE_TYPECHECK
-#include <pthread.h>
 #include "folio_sys.h"
 
 /* Why hidden: these forwarders carry libcurl's own names so that Swift calls the usual API; hidden keeps them
@@ -15,24 +14,7 @@
     X(curl_multi_cleanup) X(curl_multi_add_handle) X(curl_multi_remove_handle) X(curl_multi_perform) \
     X(curl_multi_poll) X(curl_multi_info_read) X(curl_multi_strerror)
 
-#define FOLIO_POINTER(name) static __typeof__(name) *loaded_##name;
-FOLIO_CURL_FUNCTIONS(FOLIO_POINTER)
-
-static const char *load_error;
-
-static void load(void) {
-#define FOLIO_SYMBOL(name) {#name, (void **)&loaded_##name},
-    static const struct folio_symbol symbols[] = {FOLIO_CURL_FUNCTIONS(FOLIO_SYMBOL)};
-    load_error = folio_load_library("libcurl.so.4", symbols, sizeof symbols / sizeof symbols[0]);
-}
-
-const char *folio_curl_load(void) {
-    /* Why pthread_once: sources on several threads may ask at once; the pointers are written once, before any
-       caller sees NULL, and read-only after. */
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, load);
-    return load_error;
-}
+FOLIO_DEFINE_LOADER(folio_curl_load, "libcurl.so.4", FOLIO_CURL_FUNCTIONS)
 
 CURLcode curl_global_init(long flags) { return loaded_curl_global_init(flags); }
 CURL *curl_easy_init(void) { return loaded_curl_easy_init(); }

@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <pthread.h>
 #include <sys/socket.h>
 #include "folio_sys.h"
 
@@ -28,24 +27,7 @@
     X(libssh2_sftp_readdir_ex) X(libssh2_sftp_read) X(libssh2_sftp_seek64) X(libssh2_sftp_stat_ex) \
     X(libssh2_sftp_fstat_ex) X(libssh2_sftp_symlink_ex)
 
-#define FOLIO_POINTER(name) static __typeof__(name) *loaded_##name;
-FOLIO_SSH2_FUNCTIONS(FOLIO_POINTER)
-
-static const char *load_error;
-
-static void load(void) {
-#define FOLIO_SYMBOL(name) {#name, (void **)&loaded_##name},
-    static const struct folio_symbol symbols[] = {FOLIO_SSH2_FUNCTIONS(FOLIO_SYMBOL)};
-    load_error = folio_load_library("libssh2.so.1", symbols, sizeof symbols / sizeof symbols[0]);
-}
-
-const char *folio_ssh2_load(void) {
-    /* Why pthread_once: sources on several threads may ask at once; the pointers are written once, before any
-       caller sees NULL, and read-only after. */
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, load);
-    return load_error;
-}
+FOLIO_DEFINE_LOADER(folio_ssh2_load, "libssh2.so.1", FOLIO_SSH2_FUNCTIONS)
 
 int libssh2_init(int flags) { return loaded_libssh2_init(flags); }
 

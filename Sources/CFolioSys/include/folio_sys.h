@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <malloc.h>
+#include <pthread.h>
 
 extern ssize_t copy_file_range(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t len, unsigned int flags);
 extern int syncfs(int fd);
@@ -67,5 +68,24 @@ struct folio_symbol {
 /// in its slot. Returns NULL on success, else a message for people (dlerror's text, or which function is
 /// missing), allocated once and never freed: callers load each library once per process.
 const char *folio_load_library(const char *soname, const struct folio_symbol *symbols, size_t count);
+
+/* Defines, for a library loaded on first use: a `loaded_<name>` pointer for each function of FUNCTIONS (an X-macro
+   list of the functions Folio calls) and `const char *LOADER(void)`, which loads SONAME once and fills them (see
+   folio_load_library for what it returns). Why pthread_once: sources on several threads may ask at once; the
+   pointers are written once, before any caller sees NULL, and only read after. */
+#define FOLIO_LOADED_POINTER(name) static __typeof__(name) *loaded_##name;
+#define FOLIO_LOADED_SYMBOL(name) {#name, (void **)&loaded_##name},
+#define FOLIO_DEFINE_LOADER(LOADER, SONAME, FUNCTIONS) \
+    FUNCTIONS(FOLIO_LOADED_POINTER) \
+    static const char *LOADER##_error; \
+    static void LOADER##_once(void) { \
+        static const struct folio_symbol symbols[] = {FUNCTIONS(FOLIO_LOADED_SYMBOL)}; \
+        LOADER##_error = folio_load_library(SONAME, symbols, sizeof symbols / sizeof symbols[0]); \
+    } \
+    const char *LOADER(void) { \
+        static pthread_once_t once = PTHREAD_ONCE_INIT; \
+        pthread_once(&once, LOADER##_once); \
+        return LOADER##_error; \
+    }
 
 #endif
