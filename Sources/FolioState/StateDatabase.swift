@@ -24,6 +24,10 @@ public final class StateDatabase: StateStore, Sendable {
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA journal_mode = WAL")
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            // Why a 1 MB page cache (SQLite's default is 2 MB): the record is read once per run, front to back,
+            // and written in path order, so a bigger cache holds pages that are never read again; the file's
+            // pages stay in the kernel's cache anyway. It was 1 MB of an incremental run's peak at 100,000 files.
+            try db.execute(sql: "PRAGMA cache_size = -1000")
             // Why a persistent WAL: SQLite otherwise deletes it when the last connection closes, and the next
             // run's first commit creates it again and flushes the new file: 10 ms of a 30 ms no-change run.
             // Kept, it is reused; crash safety is unchanged. The size limit truncates it after a checkpoint
