@@ -129,22 +129,23 @@ public struct SnapshotBuilder: Sendable {
     /// later twin against the first one listed, the smaller path first, in path order.
     static func normalizationClashes(among paths: [RelativePath]) -> [ListingIssue] {
         // Hashes and indexes, not a [String: RelativePath]: this runs at the listing's memory peak, where a
-        // dictionary of 100,000 names held 4.7 MB of strings; 16 bytes a name here, and a name's text is
-        // rebuilt only when its hash is shared.
-        var keyed: [(hash: Int, index: Int)] = []
-        keyed.reserveCapacity(paths.count)
+        // dictionary of 100,000 names held 4.7 MB of strings. One UInt64 a name here (the high half of its
+        // Unicode-aware hash, then its index), so a plain sort groups equal hashes; a name's text is rebuilt only
+        // when its hash is shared.
+        var keys: [UInt64] = []
+        keys.reserveCapacity(paths.count)
         for (index, path) in paths.enumerated() {
             guard let text = String(validating: path.bytes, as: UTF8.self) else { continue }
-            keyed.append((text.hashValue, index))
+            keys.append((UInt64(truncatingIfNeeded: UInt(bitPattern: text.hashValue)) & 0xFFFF_FFFF_0000_0000) | UInt64(index))
         }
-        keyed.sort { $0.hash != $1.hash ? $0.hash < $1.hash : $0.index < $1.index }
+        keys.sort()
         var pairs: [(RelativePath, RelativePath)] = []
         var start = 0
-        while start < keyed.count {
+        while start < keys.count {
             var end = start + 1
-            while end < keyed.count, keyed[end].hash == keyed[start].hash { end += 1 }
+            while end < keys.count, keys[end] >> 32 == keys[start] >> 32 { end += 1 }
             if end - start > 1 {
-                let group = keyed[start..<end].map { paths[$0.index] }
+                let group = keys[start..<end].map { paths[Int($0 & 0xFFFF_FFFF)] }
                 let texts = group.map { String(decoding: $0.bytes, as: UTF8.self) }
                 for later in 1..<group.count {
                     guard let first = texts[..<later].firstIndex(of: texts[later]) else { continue }
