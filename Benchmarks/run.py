@@ -1057,6 +1057,9 @@ def main(argv):
     if not args.no_install:
         install_packages()
     folio = build_folio(args)
+    # Read now, not when the run ends: the commit is the one the binary was built from, even if the tree changes
+    # while the run goes on.
+    versions = tool_versions(folio)
     processes = Processes()
 
     def interrupted(signum, _frame):
@@ -1120,7 +1123,7 @@ def main(argv):
     meta = {"finished": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "command": "python3 Benchmarks/run.py " + " ".join(shlex.quote(a) for a in argv),
             "wall_minutes": (time.monotonic() - started) / 60, "machine": machine_description(),
-            "load_start": load_start, "repetitions": args.repetitions, "skipped": args.skip, "versions": tool_versions(folio),
+            "load_start": load_start, "repetitions": args.repetitions, "skipped": args.skip, "versions": versions,
             "scales": args.scales, "rtt_scales": args.rtt_scales, "notes": notes, "trees": args.trees,
             "tree_sizes": [f"{t.label} = {t.files:,} files, {t.bytes / 2**20:,.0f} MiB" for t in
                            {t.slug: t for t in trees.values()}.values() if any(r["tree"] == t.label for r in records)]}
