@@ -4,11 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *folio_message(const char *format, const char *first, const char *second) {
-    size_t length = strlen(format) + strlen(first) + strlen(second) + 1;
+/* A message that lives for the process (callers keep it; one per library at most). */
+static const char *folio_missing_function(const char *soname, const char *name) {
+    size_t length = strlen(soname) + strlen(name) + sizeof " has no function  (too old?)";
     char *message = malloc(length);
     if (message == NULL) return "out of memory";
-    snprintf(message, length, format, first, second);
+    snprintf(message, length, "%s has no function %s (too old?)", soname, name);
     return message;
 }
 
@@ -18,11 +19,12 @@ const char *folio_load_library(const char *soname, const struct folio_symbol *sy
     void *library = dlopen(soname, RTLD_LAZY | RTLD_LOCAL);
     if (library == NULL) {
         const char *reason = dlerror();
-        return folio_message("%s%s", reason != NULL ? reason : soname, reason != NULL ? "" : ": cannot be loaded");
+        const char *copy = reason != NULL ? strdup(reason) : NULL;
+        return copy != NULL ? copy : "the library cannot be loaded";
     }
     for (size_t i = 0; i < count; i++) {
         void *address = dlsym(library, symbols[i].name);
-        if (address == NULL) return folio_message("%s has no function %s (too old?)", soname, symbols[i].name);
+        if (address == NULL) return folio_missing_function(soname, symbols[i].name);
         *symbols[i].slot = address;
     }
     return NULL;

@@ -84,7 +84,8 @@ struct TreeWalker: Sendable {
             issues.append(contentsOf: parts[index].issues)
             parts[index].issues = []
         }
-        return Findings(count: parts.reduce(0) { $0 + $1.count }, issues: issues, parts: parts)
+        let count = parts.reduce(0) { total, part in part.chunks.reduce(total) { $0 + $1.count } }
+        return Findings(count: count, issues: issues, parts: parts)
     }
 
     /// What one walker thread found, in fixed-size chunks: a growing array would hold its old and new buffers
@@ -93,7 +94,6 @@ struct TreeWalker: Sendable {
         static let chunkSize = 4_096
         var chunks: [[LocalItem]] = []
         var issues: [ListingIssue] = []
-        var count = 0
 
         mutating func append(_ item: LocalItem) {
             if chunks.isEmpty || chunks[chunks.count - 1].count == Self.chunkSize {
@@ -101,7 +101,6 @@ struct TreeWalker: Sendable {
                 chunks[chunks.count - 1].reserveCapacity(Self.chunkSize)
             }
             chunks[chunks.count - 1].append(item)
-            count += 1
         }
     }
 
