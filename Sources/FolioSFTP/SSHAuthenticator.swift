@@ -40,6 +40,9 @@ struct SSHAuthenticator {
                 if (try? LibSSH2.authenticateWithAgent(session, user: user)) == true { return }
             }
         }
+        if !methods.contains("password"), endpoint.passwordFile != nil {
+            tried.append("password-file (the server takes no passwords)")
+        }
         if methods.contains("password"), let passwordFile = endpoint.passwordFile {
             tried.append("password-file")
             let password = try readSecret(passwordFile, what: "password-file")

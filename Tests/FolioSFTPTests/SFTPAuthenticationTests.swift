@@ -74,6 +74,22 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         assertOneLine(error, .authentication, contains: ["sftp://127.0.0.1:\(server.port)", "refused to log in \(server.user)", wrongKey, "authorized_keys"])
     }
 
+    /// A password file on a server that takes keys only is named as tried and why it could not be used, not
+    /// reported as "no key or password was configured".
+    func testPasswordFileOnAKeysOnlyServerSaysTheServerTakesNoPasswords() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-no-passwords")
+        let wrongKey = try server.makeUnauthorizedKey()
+        FixtureTree.write(served.path, "password", "secret\n")
+        var settings = settings(server, identity: wrongKey)
+        settings.passwordFile = served.path("password")
+        let source = try SFTPSource(location: SourceLocation(parsing: server.url(served.path)), settings: settings,
+                                    timeout: 10, transfers: 4, symlinks: .skip)
+        let error = await snapshotError(source)
+        assertOneLine(error, .authentication, contains: ["tried key \(wrongKey), password-file (the server takes no passwords); server offers publickey"])
+        XCTAssertFalse(error?.message.contains("secret") ?? true, "the password never appears")
+    }
+
     func testECDSAKeyLogsIn() async throws {
         let server = try SSHServer()
         let served = TemporaryDirectory("sftp-ecdsa")
