@@ -29,7 +29,8 @@ public struct LocalSource: Source {
                     return
                 }
                 defer { close(fd) }
-                // Unsorted: the builder sorts the entries, so sorting the items first would be paid twice.
+                // In path order, straight from the walk's chunks (freed as they are drained): the builder sees it
+                // is sorted and does not sort again.
                 var findings = walker.gather(rootFD: fd)
                 var builder = SnapshotBuilder(reservingCapacity: findings.count)
                 findings.drain { item in

@@ -144,6 +144,15 @@ public struct RelativePath: Hashable, Sendable, Comparable, CustomStringConverti
     public static func compare(_ left: UnsafeBufferPointer<UInt8>, _ right: UnsafeBufferPointer<UInt8>) -> Int {
         let count = min(left.count, right.count)
         var i = 0
+        // Eight bytes at a time while they agree: sibling paths share long prefixes ("folder 0123/file-0"), and
+        // sorting a listing of 100,000 paths is mostly spent walking them. Unaligned loads; only equality is
+        // decided here, so byte order does not matter.
+        if let l = left.baseAddress, let r = right.baseAddress {
+            while i + 8 <= count,
+                  UnsafeRawPointer(l + i).loadUnaligned(as: UInt64.self) == UnsafeRawPointer(r + i).loadUnaligned(as: UInt64.self) {
+                i += 8
+            }
+        }
         while i < count {
             let a = left[i], b = right[i]
             if a != b {

@@ -98,17 +98,24 @@ public struct SnapshotBuilder: Sendable {
         // longer of the two, not both. It reads its own list of the (few) non-ASCII paths, not the entries.
         let nonASCII = entries.compactMap { entry in entry.path.bytes.contains { $0 >= 0x80 } ? entry.path : nil }
         nonisolated(unsafe) var clashes: [ListingIssue] = []
-        entries.withUnsafeMutableBufferPointer { buffer in
-            nonisolated(unsafe) let sortable = buffer
-            DispatchQueue.concurrentPerform(iterations: 2) { part in
-                if part == 0 {
-                    sortable.sortByPath(\.path)
-                } else {
-                    clashes = Self.normalizationClashes(among: nonASCII)
+        // A local walk hands its entries over already in order: one pass over neighbours sees that (and that no
+        // path is listed twice), where a sort would chase every path again.
+        let sorted = zip(entries, entries.dropFirst()).allSatisfy { $0.path < $1.path }
+        if sorted {
+            clashes = Self.normalizationClashes(among: nonASCII)
+        } else {
+            entries.withUnsafeMutableBufferPointer { buffer in
+                nonisolated(unsafe) let sortable = buffer
+                DispatchQueue.concurrentPerform(iterations: 2) { part in
+                    if part == 0 {
+                        sortable.sortByPath(\.path)
+                    } else {
+                        clashes = Self.normalizationClashes(among: nonASCII)
+                    }
                 }
             }
         }
-        if entries.count > 1, zip(entries, entries.dropFirst()).contains(where: { $0.path == $1.path }) {
+        if !sorted, entries.count > 1, zip(entries, entries.dropFirst()).contains(where: { $0.path == $1.path }) {
             var unique: [Entry] = []
             unique.reserveCapacity(entries.count)
             for entry in entries {
