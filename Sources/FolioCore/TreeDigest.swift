@@ -1,26 +1,29 @@
-/// FNV-1a, 64 bits: a cheap, stable digest of a snapshot or a name (not for security).
+/// FNV-1a over 64-bit words: a cheap, stable digest of a snapshot or a name (not for security). Eight bytes a step
+/// rather than one: a no-change run digests every path of the listing (at 100,000 entries, 10 ms byte by byte).
 public struct TreeDigest: Sendable {
     public private(set) var value: UInt64 = 0xCBF2_9CE4_8422_2325
 
     public init() {}
 
     public mutating func add(_ bytes: [UInt8]) {
-        bytes.withUnsafeBufferPointer { buffer in
-            for byte in buffer {
-                value ^= UInt64(byte)
-                value = value &* 0x0000_0100_0000_01B3
+        bytes.withUnsafeBytes { raw in
+            var offset = 0
+            while offset + 8 <= raw.count {
+                add(UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)))
+                offset += 8
             }
+            var tail: UInt64 = 0
+            for index in offset..<raw.count { tail |= UInt64(raw[index]) << (8 * UInt64(index - offset)) }
+            add(tail)
         }
         add(UInt64(bytes.count))
     }
 
     public mutating func add(_ word: UInt64) {
-        var w = word
-        for _ in 0..<8 {
-            value ^= w & 0xFF
-            value = value &* 0x0000_0100_0000_01B3
-            w >>= 8
-        }
+        value ^= word
+        value = value &* 0x0000_0100_0000_01B3
+        // Folds the high half down, so that every input bit reaches the low bits of the next step's product.
+        value ^= value >> 32
     }
 
     /// The digest of everything a snapshot says, validators and checksums included.
