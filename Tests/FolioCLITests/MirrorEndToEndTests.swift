@@ -60,9 +60,10 @@ final class MirrorEndToEndTests: XCTestCase {
     /// kill -9 in the middle of downloads: nothing half-written under a final name, and the next run fetches
     /// only what was not complete.
     func testKillNineMidDownloadThenResume() throws {
-        let count = 1_200
+        // More files than one install batch holds, so that the kill lands between batches.
+        let count = 5_000
         for i in 0..<count {
-            FixtureTree.write(work.path("src"), "d\(i % 12)/file-\(i).bin", FixtureTree.bytes(count: 16_384 + i, seed: UInt64(i)))
+            FixtureTree.write(work.path("src"), "d\(i % 12)/file-\(i).bin", FixtureTree.bytes(count: 4_096 + i, seed: UInt64(i)))
         }
         let running = FolioBinary.start(["mirror", work.path("src"), work.path("dst"), "--json", "--transfers", "4"], environment: environment)
         let reader = running.standardOutputPipe.fileHandleForReading
