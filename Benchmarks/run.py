@@ -743,22 +743,27 @@ class Graveyard:
     """Where replaced destinations wait to be deleted, all at once and never just before a timed run.
 
     Why: on ext4 without a journal (this machine's root file system) the inode allocator avoids inodes freed in
-    the last 60 s (5 min while their inode table block is dirty), and checks every free inode it passes, reading
-    its dtime, on each file it creates. Deleting a tool's 100,000-file destination right before timing its next
-    initial run made that run 2-4x slower by an amount that changed from one repetition to the next (10-43 s for
-    the same tool), whichever tool it was. Replaced destinations are renamed in here instead (an instant rename
-    that frees nothing); when they pass a size budget they are deleted, then the disk is synced and the harness
-    waits out the recency window before the next timed run."""
+    the last 60 s (6 min once their inode table block is dirty again, which the next files created make it), and
+    checks every free inode it passes, reading its dtime, on each file it creates. Deleting a tool's 100,000-file
+    destination right before timing its next initial run made that run 2-4x slower by an amount that changed from
+    one repetition to the next (10-43 s for the same tool), whichever tool it was. Replaced destinations of trees
+    with many files are renamed in here instead (an instant rename that frees nothing) and deleted when the run
+    ends; a destination of a few large files is deleted at once (it frees a handful of inodes). Should they pass
+    a size budget, they are deleted mid-run and the harness waits out the recency window before timing again."""
 
     BUDGET_BYTES = 16 << 30
-    RECENCY_WAIT_S = 65
+    RECENCY_WAIT_S = 370
+    FEW_FILES = 200
 
     def __init__(self, work):
         self.dir = os.path.join(work, "graveyard")
         self.bytes = 0
 
-    def bury(self, path, estimated_bytes):
+    def bury(self, path, estimated_bytes, files):
         if not os.path.lexists(path):
+            return
+        if files < self.FEW_FILES:
+            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
             return
         os.makedirs(self.dir, exist_ok=True)
         grave = os.path.join(self.dir, f"{time.monotonic_ns()}-{os.path.basename(path)}")
@@ -777,14 +782,14 @@ class Graveyard:
         shutil.rmtree(self.dir)
         self.bytes = 0
         if wait:
-            os.sync()  # clean inode tables: the shorter of the kernel's two recency windows applies
+            os.sync()
             time.sleep(self.RECENCY_WAIT_S)
 
 
 def reset_destination(dest, tree, graveyard):
     for path in (dest, dest + ".state", dest + ".curl"):
         # A destination holds the tree, each file in whole blocks; the rest is small.
-        graveyard.bury(path, tree.bytes + 4096 * tree.files if path == dest else 0)
+        graveyard.bury(path, tree.bytes + 4096 * tree.files if path == dest else 0, tree.files)
     graveyard.make_room()
     os.makedirs(dest)
 
