@@ -204,7 +204,7 @@ final class ConsoleReporter: SyncEventSink, @unchecked Sendable {
             write(JSONLine.encode(["event": "plan", "target": target, "downloads": summary.downloads, "bytes": summary.downloadBytes,
                                    "removals": summary.removals, "folders": summary.folders, "mtime_fixes": summary.mtimeFixes]))
         case .fileDone(let target, let path, let bytes):
-            write(JSONLine.encode(["event": "file-done", "target": target, "path": path.description, "bytes": bytes]))
+            write(JSONLine.fileDone(target: target, path: path.description, bytes: bytes))
         case .fileFailed(let target, let path, let message):
             write(JSONLine.encode(["event": "file-failed", "target": target, "path": path.description, "message": message]))
         case .notice(let target, let message):
@@ -224,7 +224,20 @@ final class ConsoleReporter: SyncEventSink, @unchecked Sendable {
         }
     }
 
+    /// Writes to standard output with write(2), without a `Data` and a `FileHandle` call per line (a JSON run
+    /// writes a line per file). An error other than EINTR drops the rest of the line.
     private func write(_ text: String) {
-        FileHandle.standardOutput.write(Data(text.utf8))
+        var text = text
+        text.withUTF8 { bytes in
+            var done = 0
+            while done < bytes.count {
+                let written = Glibc.write(STDOUT_FILENO, bytes.baseAddress! + done, bytes.count - done)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return
+                }
+                done += written
+            }
+        }
     }
 }

@@ -15,7 +15,7 @@ final class MirrorEndToEndTests: XCTestCase {
     }
 
     func testOddNamesArrivedExactlyWithTheirTimes() throws {
-        let names = ["with space.txt", "#hash.txt", "100%.txt", "what?.txt", "this&that.txt", "caf\u{E9}.txt", "cafe\u{301}.txt", "sub dir/#%?&.bin"]
+        let names = ["with space.txt", "#hash.txt", "100%.txt", "what?.txt", "this&that.txt", "caf\u{E9}.txt", "cafe\u{301}.txt", "sub dir/#%?&.bin", "say \"hi\" \\ back.txt"]
         for (index, name) in names.enumerated() {
             FixtureTree.write(work.path("src"), name, "content \(index)", mtime: (1_600_000_000 + index, 100 + index))
         }
@@ -26,6 +26,10 @@ final class MirrorEndToEndTests: XCTestCase {
             XCTAssertEqual(FixtureTree.read(work.path("dst/" + name)), Array("content \(index)".utf8), name)
             XCTAssertEqual(FixtureTree.mtime(work.path("dst/" + name)), Int64(1_600_000_000 + index) * 1_000_000_000 + Int64(100 + index), name)
         }
+        // Per-file lines have their own encoder: exact text, JSON escapes included.
+        let target = "mirror:\(work.path("dst"))"
+        XCTAssertTrue(outcome.stdoutLines.contains(##"{"event":"file-done","bytes":9,"path":"#hash.txt","target":"\##(target)"}"##), outcome.stdout)
+        XCTAssertTrue(outcome.stdoutLines.contains(#"{"event":"file-done","bytes":9,"path":"say \"hi\" \\ back.txt","target":"\#(target)"}"#), outcome.stdout)
         let done = try XCTUnwrap(outcome.events.last)
         XCTAssertEqual(done["event"] as? String, "target-done")
         XCTAssertEqual(done["result"] as? String, "synced")
