@@ -37,7 +37,7 @@ struct ChangeHook: Sendable {
             await withCheckedContinuation { continuation in
                 // Writing to a pipe and waiting for a child block: on a dispatch thread, never on the cooperative pool.
                 DispatchQueue.global().async {
-                    Self.writeAll(input, to: stdinWriter)
+                    input.withUnsafeBytes { FileDescriptorOutput.writeAll($0, to: stdinWriter) }  // EPIPE: the hook did not want the list
                     close(stdinWriter)
                     var info = siginfo_t()
                     // Wait for the exit without reaping: the zombie keeps the pid reserved until the lock below.
@@ -123,20 +123,5 @@ struct ChangeHook: Sendable {
             return .failure(String(cString: strerror(result)))
         }
         return .success((pid, fds[1]))
-    }
-
-    /// Writes everything, or stops when the hook closed its standard input (EPIPE: it did not want the list).
-    private static func writeAll(_ bytes: [UInt8], to fd: Int32) {
-        var offset = 0
-        bytes.withUnsafeBytes { raw in
-            while offset < raw.count {
-                let written = write(fd, raw.baseAddress! + offset, raw.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return
-                }
-                offset += written
-            }
-        }
     }
 }

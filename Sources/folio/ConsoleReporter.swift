@@ -224,20 +224,9 @@ final class ConsoleReporter: SyncEventSink, @unchecked Sendable {
         }
     }
 
-    /// Writes to standard output with write(2), without a `Data` and a `FileHandle` call per line (a JSON run
-    /// writes a line per file). An error other than EINTR drops the rest of the line.
+    /// Writes to standard output directly (a JSON run writes a line per file).
     private func write(_ text: String) {
         var text = text
-        text.withUTF8 { bytes in
-            var done = 0
-            while done < bytes.count {
-                let written = Glibc.write(STDOUT_FILENO, bytes.baseAddress! + done, bytes.count - done)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return
-                }
-                done += written
-            }
-        }
+        text.withUTF8 { FileDescriptorOutput.writeAll(UnsafeRawBufferPointer($0), to: STDOUT_FILENO) }
     }
 }
