@@ -121,9 +121,12 @@ struct DownloadStage: Sendable {
         var connection: (any SourceConnection)?
         /// The current job's downloads not fetched yet.
         var pending: ArraySlice<Int> = []
+        /// The download whose connection dropped under it, tried again once the worker has reconnected.
+        var interrupted: (index: Int, error: SourceError)?
         defer {
             connection?.close()
             if !pending.isEmpty { outcome.withLock { $0.unattempted += pending } }
+            if let interrupted { record(interrupted.error, for: downloads[interrupted.index], in: outcome) }
         }
         var reconnects = 0
         while !progress.isCancelled, outcome.withLock({ $0.runError == nil }) {
@@ -138,6 +141,10 @@ struct DownloadStage: Sendable {
                     }
                     return
                 }
+                if let retry = interrupted {
+                    pending.insert(retry.index, at: pending.startIndex)
+                    interrupted = nil
+                }
             }
             if pending.isEmpty {
                 guard let job = queue.next() else { return }
@@ -147,22 +154,28 @@ struct DownloadStage: Sendable {
                     continue
                 }
             }
-            let download = downloads[pending.removeFirst()]
+            let index = pending.removeFirst()
+            let download = downloads[index]
             do {
                 installer.add(try transfer(download, with: connection!))
             } catch {
                 let sourceError = error as? SourceError ?? SourceError(.localIO, "\(download.entry.path): \(error)")
-                record(sourceError, for: download, in: outcome)
-                switch sourceError.code {
-                case .unreachable:
-                    // The connection is gone: reconnect once; a second loss ends this worker.
+                if sourceError.code == .unreachable {
+                    // The connection is gone: reconnect once and try this file again (a connection that dropped
+                    // is no fault of the file); a second loss ends this worker and fails the file.
                     connection?.close()
                     connection = nil
                     reconnects += 1
                     if reconnects > 1 {
+                        record(sourceError, for: download, in: outcome)
                         if queue.workerGaveUp() { outcome.withLock { if $0.runError == nil { $0.runError = sourceError } } }
                         return
                     }
+                    interrupted = (index, sourceError)
+                    continue
+                }
+                record(sourceError, for: download, in: outcome)
+                switch sourceError.code {
                 case .authentication, .cancelled:
                     outcome.withLock { if $0.runError == nil { $0.runError = sourceError } }
                     return

@@ -1,15 +1,21 @@
 import FolioCore
 
-/// The fast listing path: the whole tree in one `find -printf` over an exec channel, when the server allows
-/// exec and has GNU find. Records are NUL-separated, so any byte but NUL and `/` in a name survives intact.
+/// The fast listing path: the root resolved and the whole tree listed in one `find -printf` over one exec
+/// channel, when the server allows exec and has GNU find. Records are NUL-separated, so any byte but NUL and `/`
+/// in a name survives intact.
 enum ExecListing {
     static let endMarker: [UInt8] = Array("folio-listing-end".utf8)
 
-    /// The shell command listing `root` (an absolute real path): type, size, mtime with nanoseconds, relative
-    /// path, each field NUL-terminated; the end marker is printed only when find succeeded completely.
+    /// The shell command listing `root` (the path as configured): the root's real path (`pwd -P`, then a NUL),
+    /// then type, size, mtime with nanoseconds and relative path of every entry, each field NUL-terminated; the
+    /// end marker is printed only when find succeeded completely. Nothing at all when the root cannot be entered:
+    /// the caller then asks over SFTP, which says why.
+    ///
+    /// Why the root is resolved here: asking SFTP (realpath, then stat) first would cost three round trips to
+    /// start the subsystem and two for the requests, before the listing could start.
     static func command(root: [UInt8]) -> String {
         let quoted = "'" + String(decoding: root, as: UTF8.self).replacingOccurrences(of: "'", with: "'\\''") + "'"
-        return "LC_ALL=C find \(quoted) -mindepth 1 -printf '%y\\0%s\\0%T@\\0%P\\0' 2>/dev/null && printf '\(String(decoding: endMarker, as: UTF8.self))\\0'"
+        return "CDPATH= cd -P -- \(quoted) 2>/dev/null && pwd -P && printf '\\0' && LC_ALL=C find . -mindepth 1 -printf '%y\\0%s\\0%T@\\0%P\\0' 2>/dev/null && printf '\(String(decoding: endMarker, as: UTF8.self))\\0'"
     }
 
     struct Record {
@@ -20,9 +26,9 @@ enum ExecListing {
         var path: ArraySlice<UInt8>
     }
 
-    /// Parses find's output in one pass over the bytes; nil when it is truncated or malformed in any way (the
-    /// caller then lists by readdir).
-    static func parse(_ output: [UInt8]) -> [Record]? {
+    /// Parses the command's output in one pass over the bytes: the root's real path and the records; nil when it
+    /// is truncated or malformed in any way (the caller then lists by readdir).
+    static func parse(_ output: [UInt8]) -> (realRoot: [UInt8], records: [Record])? {
         guard output.last == 0 else { return nil }
         var records: [Record] = []
         records.reserveCapacity(output.count / 48)
@@ -33,8 +39,11 @@ enum ExecListing {
             defer { cursor = end + 1 }
             return output[cursor..<end]
         }
+        // `pwd -P` prints an absolute path and a newline.
+        guard let rootField = field(), rootField.first == UInt8(ascii: "/"), rootField.last == UInt8(ascii: "\n") else { return nil }
+        let realRoot = Array(rootField.dropLast())
         while let typeField = field() {
-            if cursor == output.endIndex { return typeField.elementsEqual(endMarker) ? records : nil }
+            if cursor == output.endIndex { return typeField.elementsEqual(endMarker) ? (realRoot, records) : nil }
             guard typeField.count == 1, let sizeField = field(), let timeField = field(), let path = field(),
                   let size = parseInteger(sizeField), let mtime = parseTime(timeField),
                   !path.isEmpty, path.first != UInt8(ascii: "/") else { return nil }

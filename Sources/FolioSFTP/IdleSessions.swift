@@ -13,6 +13,11 @@ final class IdleSessions: Sendable {
     }
 
     static let maximumIdle = Duration.seconds(20)
+    /// How long a parked session is trusted without a check. Why: downloads usually start a few milliseconds
+    /// after the listing parked its sessions, and a check costs a round trip (and, on a session that only ran
+    /// exec, starting SFTP: three more); a session that died that soon fails its first file like any dropped
+    /// connection, and the worker reconnects.
+    static let trustedIdle = Duration.seconds(2)
     private let capacity: Int
     private let parked = Mutex<[Parked]>([])
 
@@ -28,11 +33,13 @@ final class IdleSessions: Sendable {
         if !kept { session.close() }
     }
 
-    /// A parked session that still answers (one SFTP round trip), or nil; stale ones are closed.
+    /// A parked session, checked with one SFTP request when it has been idle a while, or nil; stale ones are
+    /// closed.
     func take() -> SSHSession? {
         while let candidate = parked.withLock({ $0.popLast() }) {
             let session = candidate.session
-            if ContinuousClock.now - candidate.since < Self.maximumIdle, (try? session.realpath(session.endpoint.remotePath(.root))) != nil {
+            let idle = ContinuousClock.now - candidate.since
+            if idle < Self.trustedIdle || (idle < Self.maximumIdle && (try? session.realpath(session.endpoint.remotePath(.root))) != nil) {
                 return session
             }
             session.close()

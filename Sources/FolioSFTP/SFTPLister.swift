@@ -32,19 +32,21 @@ struct SFTPLister: Sendable {
     private func list(with workers: inout [SessionWorker]) async throws -> Snapshot {
         let sessions = max(1, min(options.parallelism, HandshakeGate.limit))
         let endpoint = self.endpoint
-        let realRoot = try await workers[0].run { session in try Self.resolveRoot(session, endpoint) }
-        let classifier = EntryClassifier(realRoot: realRoot, options: options)
-
+        let options = self.options
+        let realRoot: [UInt8]
         var listing = FolderListing()
         var pending: [FolderJob]
-        if method != .readdirOnly, let fast = try await workers[0].run({ session in try Self.execListing(session, classifier) }) {
-            listing = fast
-            pending = fast.folders
-        } else if method == .execOnly {
-            throw SourceError(.protocolViolation, "\(endpoint.url()): the server does not allow listing with exec and GNU find")
+        if method != .readdirOnly, let fast = try await workers[0].run({ session in try Self.execListing(session, endpoint, options) }) {
+            (realRoot, listing) = fast
+            pending = fast.listing.folders
         } else {
+            realRoot = try await workers[0].run { session in try Self.resolveRoot(session, endpoint) }
+            if method == .execOnly {
+                throw SourceError(.protocolViolation, "\(endpoint.url()): the server does not allow listing with exec and GNU find")
+            }
             pending = [FolderJob(path: .root, remote: realRoot, chain: [])]
         }
+        let classifier = EntryClassifier(realRoot: realRoot, options: options)
         // Readdir, breadth first: each level's folders are shared among the sessions through one counter.
         while !pending.isEmpty {
             while workers.count < min(sessions, pending.count) {
@@ -92,17 +94,20 @@ struct SFTPLister: Sendable {
         return real
     }
 
-    /// The exec fast path; nil when exec is refused, find is missing or not GNU, or the output is incomplete.
-    static func execListing(_ session: SSHSession, _ classifier: EntryClassifier) throws(SourceError) -> FolderListing? {
+    /// The exec fast path, the root's real path with the listing; nil when exec is refused, find is missing or
+    /// not GNU, the root cannot be entered, or the output is incomplete.
+    static func execListing(_ session: SSHSession, _ endpoint: SFTPEndpoint, _ options: ListingOptions) throws(SourceError) -> (realRoot: [UInt8], listing: FolderListing)? {
+        let root = endpoint.remotePath(.root)
         let result: (output: [UInt8], status: Int32, complete: Bool)
         do {
-            result = try session.exec(ExecListing.command(root: classifier.realRoot), limit: execOutputLimit)
+            result = try session.exec(ExecListing.command(root: root), limit: execOutputLimit)
         } catch {
-            if error.isConnectionLoss { throw session.sourceError(error, doing: "listing", remote: classifier.realRoot) }
+            if error.isConnectionLoss { throw session.sourceError(error, doing: "listing", remote: root) }
             return nil
         }
-        guard result.complete, result.status == 0, let records = ExecListing.parse(result.output) else { return nil }
-        return try classifier.classify(records, session)
+        guard result.complete, result.status == 0, let parsed = ExecListing.parse(result.output),
+              let listing = try EntryClassifier(realRoot: parsed.realRoot, options: options).classify(parsed.records, session) else { return nil }
+        return (parsed.realRoot, listing)
     }
 }
 

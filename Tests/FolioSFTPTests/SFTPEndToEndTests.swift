@@ -58,6 +58,7 @@ final class SFTPEndToEndTests: XCTestCase {
         let log = try String(contentsOfFile: server.logPath, encoding: .utf8)
         XCTAssertEqual(log.components(separatedBy: "Starting session: command").count - 1, 1 + 2, "one listing, then 2 batches")
         XCTAssertEqual(log.components(separatedBy: "Accepted publickey").count - 1, 1, "the listing's session fetched the files")
+        XCTAssertFalse(log.contains("subsystem request for sftp"), "find and tar did it all: the SFTP channel was never started\n\(log)")
         FixtureTree.write(work.path("src"), "folder 1/file #1 100%.txt", "edited", mtime: (1_700_000_000, 0))
         let second = FolioBinary.run(mirror(server, work.path("src")), environment: environment)
         XCTAssertEqual(second.status, 0, second.stderr)
@@ -66,6 +67,26 @@ final class SFTPEndToEndTests: XCTestCase {
             XCTAssertEqual(FixtureTree.read(work.path("dst/" + path)), FixtureTree.read(work.path("src/" + path)), path)
             XCTAssertEqual(FixtureTree.mtime(work.path("dst/" + path)), FixtureTree.mtime(work.path("src/" + path)), path)
         }
+    }
+
+    /// A bare shell account, without the SFTP subsystem: the listing and the small files come over exec (find,
+    /// tar) and are exact; the one large file, which needs SFTP, fails on its own with the fix in its message.
+    func testServerWithoutSFTPSubsystemMirrorsSmallFilesAndNamesTheFixForLargeOnes() throws {
+        let server = try SSHServer(sftpSubsystem: false)
+        FixtureTree.write(work.path("src"), "a #1.txt", "alpha\n", mtime: (1_600_000_000, 123))
+        FixtureTree.write(work.path("src"), "a/notes.txt", "bravo\n", mtime: (1_600_000_001, 0))
+        FixtureTree.write(work.path("src"), "z.bin", FixtureTree.bytes(count: 300 << 10, seed: 5), mtime: (1_600_000_002, 0))
+        let outcome = FolioBinary.run(mirror(server, work.path("src")), environment: environment)
+        XCTAssertEqual(outcome.status, 3, "some files failed\n\(outcome.stdout)\n\(outcome.stderr)")
+        for path in ["a #1.txt", "a/notes.txt"] {
+            XCTAssertEqual(FixtureTree.read(work.path("dst/" + path)), FixtureTree.read(work.path("src/" + path)), path)
+            XCTAssertEqual(FixtureTree.mtime(work.path("dst/" + path)), FixtureTree.mtime(work.path("src/" + path)), path)
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/z.bin")), "never half a file")
+        let failed = outcome.events.filter { $0["event"] as? String == "file-failed" }
+        XCTAssertEqual(failed.map { $0["path"] as? String }, ["z.bin"], outcome.stdout)
+        let message = failed.first?["message"] as? String ?? ""
+        XCTAssertTrue(message.contains("the server offers no SFTP subsystem; enable \"Subsystem sftp internal-sftp\" in its sshd_config"), message)
     }
 
     func testUnknownHostExitsOneWithTheTrustCommandThenTrustedWorks() throws {

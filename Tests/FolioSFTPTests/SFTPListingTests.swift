@@ -112,15 +112,20 @@ final class SFTPListingTests: SFTPTestCase {
     }
 
     func testExecListingParserRefusesTruncatedOrMalformedOutput() {
-        let good = Array("f\u{0}6\u{0}1600000000.1234567890\u{0}a.txt\u{0}d\u{0}4096\u{0}1600000001.0000000000\u{0}dir\u{0}folio-listing-end\u{0}".utf8)
-        let records = ExecListing.parse(good)
+        let body = "f\u{0}6\u{0}1600000000.1234567890\u{0}a.txt\u{0}d\u{0}4096\u{0}1600000001.0000000000\u{0}dir\u{0}folio-listing-end\u{0}"
+        let good = Array("/srv/my tree\n\u{0}\(body)".utf8)
+        let parsed = ExecListing.parse(good)
+        XCTAssertEqual(parsed.map { String(decoding: $0.realRoot, as: UTF8.self) }, "/srv/my tree")
+        let records = parsed?.records
         XCTAssertEqual(records?.count, 2)
         XCTAssertEqual(records?.first?.mtime, FileTime(seconds: 1_600_000_000, nanoseconds: 123_456_789))
         XCTAssertEqual(records.map { $0.map { String(decoding: $0.path, as: UTF8.self) } }, ["a.txt", "dir"])
         XCTAssertNil(ExecListing.parse(Array(good.prefix(good.count - 5))), "cut inside the end marker")
         XCTAssertNil(ExecListing.parse(Array(good.prefix(30))), "cut inside a record")
-        XCTAssertNil(ExecListing.parse(Array("f\u{0}six\u{0}1\u{0}a\u{0}folio-listing-end\u{0}".utf8)), "bad size")
-        XCTAssertNil(ExecListing.parse(Array("f\u{0}6\u{0}1\u{0}/etc/passwd\u{0}folio-listing-end\u{0}".utf8)), "absolute path")
-        XCTAssertNil(ExecListing.parse([]), "nothing at all (exec refused)")
+        XCTAssertNil(ExecListing.parse(Array(body.utf8)), "no root line")
+        XCTAssertNil(ExecListing.parse(Array("srv\n\u{0}\(body)".utf8)), "a root that is not absolute")
+        XCTAssertNil(ExecListing.parse(Array("/srv\n\u{0}f\u{0}six\u{0}1\u{0}a\u{0}folio-listing-end\u{0}".utf8)), "bad size")
+        XCTAssertNil(ExecListing.parse(Array("/srv\n\u{0}f\u{0}6\u{0}1\u{0}/etc/passwd\u{0}folio-listing-end\u{0}".utf8)), "absolute path")
+        XCTAssertNil(ExecListing.parse([]), "nothing at all (exec refused, or the root cannot be entered)")
     }
 }

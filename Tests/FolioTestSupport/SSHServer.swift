@@ -19,14 +19,17 @@ public final class SSHServer: @unchecked Sendable {
     public var configPath: String { folder.path("sshd_config") }
     public var logPath: String { folder.path("sshd.log") }
     private let forceInternalSFTP: Bool
+    private let sftpSubsystem: Bool
     /// The PID of the listening sshd (0 when stopped).
     public private(set) var pid: pid_t = 0
 
     /// Generates keys, writes the config and starts sshd. `forceInternalSFTP` adds `ForceCommand internal-sftp`
-    /// (no exec); `user` is the account to log in as.
-    public init(forceInternalSFTP: Bool = false, user: String? = nil) throws {
+    /// (no exec); `sftpSubsystem: false` leaves out the SFTP subsystem (exec only, a bare shell account); `user`
+    /// is the account to log in as.
+    public init(forceInternalSFTP: Bool = false, sftpSubsystem: Bool = true, user: String? = nil) throws {
         folder = TemporaryDirectory("sshd")
         self.forceInternalSFTP = forceInternalSFTP
+        self.sftpSubsystem = sftpSubsystem
         self.user = user ?? String(cString: getpwuid(geteuid())!.pointee.pw_name)
         hostKeyPath = folder.path("host_ed25519")
         userKeyPath = folder.path("user_ed25519")
@@ -146,8 +149,9 @@ public final class SSHServer: @unchecked Sendable {
             "AuthorizedKeysFile \(folder.path("authorized_keys"))", "PidFile \(folder.path("sshd.pid"))",
             "StrictModes no", "UsePAM no", "PermitRootLogin prohibit-password",
             "PasswordAuthentication no", "KbdInteractiveAuthentication no",
-            "Subsystem sftp internal-sftp", "LogLevel VERBOSE",
+            "LogLevel VERBOSE",
         ]
+        if sftpSubsystem { lines.append("Subsystem sftp internal-sftp") }
         if forceInternalSFTP { lines.append("ForceCommand internal-sftp") }
         try (lines.joined(separator: "\n") + "\n").write(toFile: configPath, atomically: true, encoding: .utf8)
     }
