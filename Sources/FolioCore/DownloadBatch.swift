@@ -3,64 +3,106 @@ import Glibc
 /// Several small files that one connection fetches in one request (an SFTP server streaming them with `tar`),
 /// instead of paying a few round trips per file.
 ///
-/// The connection opens each file's sink as its bytes arrive and marks the files that arrived whole and
-/// unchanged; the engine installs those and fetches the rest one by one with `download(_:into:from:)`, which
-/// reports each file's own error. Owned by one download worker and used on its thread only.
+/// The connection opens each file's sink as its bytes arrive, ends it when they are all in (the batch then seals
+/// and closes the partial file at once), and marks the files that arrived whole and unchanged; the engine
+/// installs those and fetches the rest one by one with `download(_:into:from:)`, which reports each file's own
+/// error. Owned by one download worker and used on its thread only.
 public final class DownloadBatch {
     /// The most bytes one file may have to be fetched in a batch; bigger files gain little from it.
     public static let maxFileSize: Int64 = 256 << 10
-    /// The most files, and bytes, one batch holds.
-    static let maxFiles = 256
+    /// The most files, and bytes, one batch holds. Why a thousand files: a batch is one request (over SFTP,
+    /// three round trips to start), and a batch holds open only the files still arriving, not the ones done.
+    static let maxFiles = 1_024
     static let maxBytes: Int64 = 16 << 20
+
+    /// One file of the batch.
+    private enum State {
+        case waiting
+        /// Bytes are arriving into the open partial file.
+        case open(DownloadSink)
+        /// All bytes arrived; the partial file is sealed (or refused) and closed.
+        case ended(DownloadSink, Result<Installer.Sealed, SourceError>)
+    }
 
     /// The files, in the order the source should send them.
     public let entries: [Entry]
     private let openPartial: (Int) throws -> Int32
+    /// Seals a file whose bytes all arrived: gives it its time, checks its size, closes it.
+    private let seal: (Int, DownloadSink) -> Result<Installer.Sealed, SourceError>
+    /// Removes the partial file of a file sealed but not installed after all.
+    private let discard: (Int) -> Void
     private let progress: TransferProgress
-    private var sinks: [DownloadSink?]
+    private var states: [State]
     private var completed: [Bool]
 
-    init(entries: [Entry], progress: TransferProgress, openPartial: @escaping (Int) throws -> Int32) {
+    init(entries: [Entry], progress: TransferProgress, openPartial: @escaping (Int) throws -> Int32,
+         seal: @escaping (Int, DownloadSink) -> Result<Installer.Sealed, SourceError>, discard: @escaping (Int) -> Void) {
         self.entries = entries
         self.progress = progress
         self.openPartial = openPartial
-        sinks = Array(repeating: nil, count: entries.count)
+        self.seal = seal
+        self.discard = discard
+        states = Array(repeating: .waiting, count: entries.count)
         completed = Array(repeating: false, count: entries.count)
     }
 
     /// The sink for `entries[index]`: an empty partial file, opened on first use (a batch never resumes).
     public func sink(for index: Int) throws -> DownloadSink {
-        if let sink = sinks[index] { return sink }
-        let sink = DownloadSink(fileDescriptor: try openPartial(index), offset: 0, path: entries[index].path, progress: progress)
-        sinks[index] = sink
-        progress.started(entries[index].path)
-        return sink
+        switch states[index] {
+        case .open(let sink):
+            return sink
+        case .ended:
+            throw SourceError(.protocolViolation, "\(entries[index].path) arrived twice in one batch", path: entries[index].path)
+        case .waiting:
+            let sink = DownloadSink(fileDescriptor: try openPartial(index), offset: 0, path: entries[index].path, progress: progress)
+            states[index] = .open(sink)
+            progress.started(entries[index].path)
+            return sink
+        }
     }
 
     /// Whether the run is being stopped: a source checks it between files.
     public var isCancelled: Bool { progress.isCancelled }
 
-    /// Records that `entries[index]` is whole in its sink and is the version that was listed.
-    public func markComplete(_ index: Int) { completed[index] = true }
-
-    /// The open partial file of a complete entry, handed over to the caller (which seals and closes it).
-    func takeComplete(_ index: Int) -> DownloadSink? {
-        guard completed[index], let sink = sinks[index] else { return nil }
-        sinks[index] = nil
-        progress.ended(entries[index].path)
-        return sink
+    /// Records that all of `entries[index]`'s bytes are in its sink: the partial file is sealed and closed now,
+    /// so a batch never holds more files open than are arriving. It is installed only once marked complete.
+    public func fileEnded(_ index: Int) {
+        guard case .open(let sink) = states[index] else { return }
+        states[index] = .ended(sink, seal(index, sink))
     }
 
-    /// Empties and closes every partial file not taken, and takes back their bytes from the progress count,
-    /// since they will be fetched again one by one.
+    /// Records that `entries[index]` is whole and is the version that was listed (ending it if still open).
+    public func markComplete(_ index: Int) {
+        fileEnded(index)
+        completed[index] = true
+    }
+
+    /// A complete entry's sealed partial file (or why it could not be sealed), handed over to the caller; nil
+    /// when the entry is not complete.
+    func takeComplete(_ index: Int) -> Result<Installer.Sealed, SourceError>? {
+        guard completed[index], case .ended(_, let result) = states[index] else { return nil }
+        states[index] = .waiting
+        progress.ended(entries[index].path)
+        return result
+    }
+
+    /// Removes every partial file not taken, and takes back their bytes from the progress count, since they will
+    /// be fetched again one by one.
     func discardRest() {
-        for (index, sink) in sinks.enumerated() {
-            guard let sink else { continue }
-            ftruncate(sink.fileDescriptor, 0)
-            close(sink.fileDescriptor)
-            progress.add(bytes: -sink.bytesTransferred)
+        for (index, state) in states.enumerated() {
+            switch state {
+            case .waiting:
+                continue
+            case .open(let sink):
+                close(sink.fileDescriptor)
+                discard(index)
+                progress.add(bytes: -sink.bytesTransferred)
+            case .ended(let sink, _):
+                discard(index)
+                progress.add(bytes: -sink.bytesTransferred)
+            }
             progress.ended(entries[index].path)
-            sinks[index] = nil
+            states[index] = .waiting
         }
     }
 }

@@ -87,13 +87,15 @@ struct DownloadStage: Sendable {
     }
 
     /// Splits the downloads into jobs: runs of small files fetched as one batch when the source can, so that
-    /// every worker still gets several jobs; one file per job otherwise.
+    /// every worker of several still gets a few jobs; one file per job otherwise.
     static func jobs(for downloads: [SyncPlan.Download], workers: Int, batching: Bool) -> [Range<Int>] {
         guard batching else { return downloads.indices.map { $0..<($0 + 1) } }
         let small = downloads.lazy.filter { $0.entry.size <= DownloadBatch.maxFileSize }.count
-        // Why two jobs per worker at least: one worker holding the whole tree in one batch would leave the
-        // others idle; more, smaller batches cost a request each.
-        let batchFiles = max(2, min(DownloadBatch.maxFiles, (small + 2 * workers - 1) / (2 * workers)))
+        // Why two jobs per worker when there are several: one worker holding the whole tree in one batch would
+        // leave the others idle. A lone worker (a costly connection, few bytes) idles no one: it takes one batch,
+        // as each batch costs a request (three round trips over SFTP).
+        let perWorker = workers == 1 ? 1 : 2
+        let batchFiles = max(2, min(DownloadBatch.maxFiles, (small + perWorker * workers - 1) / (perWorker * workers)))
         var jobs: [Range<Int>] = []
         var start = 0
         var bytes: Int64 = 0
@@ -202,25 +204,29 @@ struct DownloadStage: Sendable {
     /// returns the indices left to fetch one by one (all of them when the batch failed as a whole).
     private func transferBatch(_ indices: [Int], with connection: any SourceConnection, installer: Installer, outcome: Locked<Outcome>) -> [Int] {
         let entries = indices.map { downloads[$0].entry }
-        let batch = DownloadBatch(entries: entries, progress: progress) { index throws(SourceError) in
-            try destination.openPartial(named: Destination.partialName(for: entries[index]), expectedSize: entries[index].size, resumable: false).fd
-        }
+        let names = entries.map(Destination.partialName(for:))
+        let batch = DownloadBatch(
+            entries: entries, progress: progress,
+            openPartial: { index throws(SourceError) in
+                try destination.openPartial(named: names[index], expectedSize: entries[index].size, resumable: false).fd
+            },
+            seal: { index, sink in
+                Result { () throws(SourceError) in
+                    let sealed = try destination.seal(partialFD: sink.fileDescriptor, partialName: names[index], as: entries[index])
+                    return Installer.Sealed(download: downloads[indices[index]], partialName: names[index], inode: sealed.inode, mtime: sealed.mtime,
+                                            bytes: sink.bytesTransferred)
+                }
+            },
+            discard: { index in destination.discardPartial(named: names[index]) })
         // Why the error is dropped: each file left over is fetched again on its own, which reports its own
         // error (or the connection's) with the file's name.
         try? connection.download(batch: batch)
         var left: [Int] = []
         for (position, index) in indices.enumerated() {
-            guard let sink = batch.takeComplete(position) else {
-                left.append(index)
-                continue
-            }
-            let download = downloads[index]
-            let name = Destination.partialName(for: download.entry)
-            do {
-                let sealed = try destination.seal(partialFD: sink.fileDescriptor, partialName: name, as: download.entry)
-                installer.add(Installer.Sealed(download: download, partialName: name, inode: sealed.inode, mtime: sealed.mtime, bytes: sink.bytesTransferred))
-            } catch {
-                record(error, for: download, in: outcome)
+            switch batch.takeComplete(position) {
+            case nil: left.append(index)
+            case .success(let sealed)?: installer.add(sealed)
+            case .failure(let error)?: record(error, for: downloads[index], in: outcome)
             }
         }
         batch.discardRest()

@@ -60,7 +60,10 @@ final class TarBatch: Sendable {
                     case let .data(bytes):
                         try current?.sink.write(bytes)
                     case .memberEnd:
-                        if let current { arrived.append(current.index) }
+                        if let current {
+                            arrived.append(current.index)
+                            batch.fileEnded(current.index)
+                        }
                         current = nil
                     }
                 }

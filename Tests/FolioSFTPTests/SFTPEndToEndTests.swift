@@ -44,7 +44,7 @@ final class SFTPEndToEndTests: XCTestCase {
         XCTAssertEqual(again.events.last?["downloaded"] as? Int, 0, again.stdout)
     }
 
-    /// 300 small files (600 KB) come in 2 tar batches over the listing's own session: one login in all, not one
+    /// 300 small files (600 KB) come in one tar batch over the listing's own session: one login in all, not one
     /// per worker; byte- and nanosecond-exact; an edit comes too.
     func testSmallFilesComeInBatchesAndTheMirrorIsExact() throws {
         let server = try SSHServer()
@@ -56,7 +56,7 @@ final class SFTPEndToEndTests: XCTestCase {
         XCTAssertEqual(first.status, 0, first.stderr)
         XCTAssertEqual(first.events.last?["downloaded"] as? Int, 300, first.stdout)
         let log = try String(contentsOfFile: server.logPath, encoding: .utf8)
-        XCTAssertEqual(log.components(separatedBy: "Starting session: command").count - 1, 1 + 2, "one listing, then 2 batches")
+        XCTAssertEqual(log.components(separatedBy: "Starting session: command").count - 1, 1 + 1, "one listing, then one batch")
         XCTAssertEqual(log.components(separatedBy: "Accepted publickey").count - 1, 1, "the listing's session fetched the files")
         XCTAssertFalse(log.contains("subsystem request for sftp"), "find and tar did it all: the SFTP channel was never started\n\(log)")
         FixtureTree.write(work.path("src"), "folder 1/file #1 100%.txt", "edited", mtime: (1_700_000_000, 0))
