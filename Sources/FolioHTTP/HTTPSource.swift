@@ -5,8 +5,8 @@ import Synchronization
 /// A web server as a source: WebDAV (PROPFIND) or plain folder index pages (nginx/Apache autoindex), over
 /// libcurl.
 ///
-/// `webdav = "auto"` (the default) sends OPTIONS on the first snapshot and uses WebDAV when the answer carries a
-/// `DAV` header. Entries carry the server's ETag as their validator when it gives one (WebDAV `getetag`, or the
+/// `webdav = "auto"` (the default) lets the first snapshot's first PROPFIND decide: WebDAV when the server
+/// answers it as WebDAV does, folder index pages when it does not know the method. Entries carry the server's ETag as their validator when it gives one (WebDAV `getetag`, or the
 /// HEAD that index pages need anyway), so an edit that keeps size and time is still seen. Downloads resume with
 /// `Range` + `If-Range` and refuse a file whose ETag, size or time changed since the listing.
 ///
@@ -75,10 +75,21 @@ public struct HTTPSource: Source {
     public func snapshot(options: ListingOptions) async throws -> Snapshot {
         let threads = max(1, options.parallelism)
         var builder: SnapshotBuilder
-        if try await usesWebDAV() {
+        switch webdav ?? detected.value.withLock({ $0 }) {
+        case true?:
             builder = try await WebDAVLister(client: client, exclude: options.exclude).snapshot(threads: threads)
-        } else {
+        case false?:
             builder = try await IndexLister(client: client, exclude: options.exclude).snapshot(threads: threads)
+        case nil:
+            // Why no OPTIONS first: the listing's own first PROPFIND tells a WebDAV server (207, or 403 to
+            // `Depth: infinity` then 207) from a plain one (405, 501, a page), a round trip sooner.
+            do {
+                builder = try await WebDAVLister(client: client, exclude: options.exclude, probing: true).snapshot(threads: threads)
+                detected.value.withLock { $0 = true }
+            } catch is WebDAVLister.NotWebDAV {
+                detected.value.withLock { $0 = false }
+                builder = try await IndexLister(client: client, exclude: options.exclude).snapshot(threads: threads)
+            }
         }
         if insecureTLS {
             builder.note(ListingIssue(path: displayName, kind: .warning(
@@ -89,32 +100,6 @@ public struct HTTPSource: Source {
 
     public func makeConnection() throws -> any SourceConnection {
         try HTTPConnection(client: client)
-    }
-
-    /// The configured mode, else the one OPTIONS found on an earlier snapshot, else asks the server now.
-    private func usesWebDAV() async throws -> Bool {
-        if let webdav { return webdav }
-        if let known = detected.value.withLock({ $0 }) { return known }
-        let client = self.client
-        // Why a dedicated queue: the OPTIONS request blocks in libcurl.
-        let found: Bool = try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue(label: "folio.http.detect").async {
-                continuation.resume(with: Result { try Self.probe(client) })
-            }
-        }
-        detected.value.withLock { $0 = found }
-        return found
-    }
-
-    private static func probe(_ client: HTTPClient) throws -> Bool {
-        let easy = try CurlEasy()
-        let url = client.urls.url(for: .root, folder: true)
-        let response = try client.send(with: easy, makeRequest: { CurlEasy.Request(method: "OPTIONS", url: url, bodyLimit: 64 << 10) })
-        if response.headers["dav"] != nil { return true }
-        switch response.status {
-        case 401, 404, 410: throw client.error(status: response.status, url: url)
-        default: return false
-        }
     }
 }
 

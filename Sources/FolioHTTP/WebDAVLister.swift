@@ -5,11 +5,19 @@ import Foundation
 ///
 /// It first tries one `Depth: infinity` request at the root (one round trip for the whole tree); servers that
 /// refuse it (403, as nginx and Apache do by default) are walked with `Depth: 1` per folder, many in flight.
+/// When the server's kind is not known yet, that first request is also the probe for WebDAV (see `probing`).
 /// Every href must name the folder itself or one child of it (or, for infinity, a path below the root);
 /// anything else makes the folder's listing a protocol error, never a path.
 struct WebDAVLister: Sendable {
     let client: HTTPClient
     let exclude: ExcludeFilter
+    /// Whether the server is not yet known to speak WebDAV (`webdav = "auto"`, first snapshot): the root's
+    /// PROPFIND is then the probe, and an answer that is not WebDAV's throws `NotWebDAV` instead of failing.
+    var probing = false
+
+    /// The server answered the root's PROPFIND as a plain web server would (405, 501, a page): list its index
+    /// pages instead.
+    struct NotWebDAV: Error {}
 
     /// Responses are bounded: a folder of 100,000 entries is about 40 MiB of multistatus.
     static let depthOneLimit = 64 << 20
@@ -62,12 +70,16 @@ struct WebDAVLister: Sendable {
             } catch {
                 throw SourceError(.protocolViolation, "PROPFIND \(url): \(error)", path: folder)
             }
-        case 400, 403, 501:
-            guard depth == "infinity" else { throw client.error(status: response.status, url: url, path: folder) }
-            return nil
         case 404 where folder.isRoot, 410 where folder.isRoot:
             throw SourceError(.notFound, "source folder \(url) does not exist (HTTP \(response.status)); check the URL", underlying: "HTTP \(response.status)")
+        case 400 where depth == "infinity", 403 where depth == "infinity", 501 where depth == "infinity":
+            return nil
+        case 401:
+            throw client.error(status: response.status, url: url, path: folder)
         default:
+            // While probing, any other answer at the root means a plain web server (which the index listing then
+            // asks with GET, and whose own errors it reports).
+            if probing && folder.isRoot { throw NotWebDAV() }
             throw client.error(status: response.status, url: url, path: folder)
         }
     }

@@ -33,11 +33,14 @@ final class HTTPConformanceTests: XCTestCase {
         }
     }
 
+    /// `webdav = "auto"`: the listing's first PROPFIND is the probe, so no OPTIONS request goes before it.
     func testApacheWebDAV() async throws {
         let server = try ApacheServer()
         try await SourceConformance.run(servedRoot: server.servedRoot, options: .init(precision: .second, folderTimes: true)) {
             try self.source(server.url("dav", localPath: $0))
         }
+        XCTAssertFalse(server.requests(containing: "PROPFIND /dav/ 207 ").isEmpty)
+        XCTAssertEqual(server.requests(containing: "OPTIONS").count, 0, "\(server.requests(containing: "/dav/"))")
     }
 
     /// One `Depth: infinity` PROPFIND lists the whole tree where the server allows it.
@@ -51,10 +54,13 @@ final class HTTPConformanceTests: XCTestCase {
         XCTAssertEqual(server.requests(containing: "depth=1").count, 0, "\(server.requests(containing: "PROPFIND"))")
     }
 
+    /// A plain index answers the probing PROPFIND with no multistatus: Folio lists its pages instead.
     func testApacheIndex() async throws {
         let server = try ApacheServer()
         try await SourceConformance.run(servedRoot: server.servedRoot, options: .init(precision: .second, folderTimes: false)) {
             try self.source(server.url("index", localPath: $0))
         }
+        XCTAssertFalse(server.requests(containing: "PROPFIND /index/").isEmpty)
+        XCTAssertEqual(server.requests(containing: "PROPFIND /index/ 207 ").count, 0)
     }
 }
