@@ -10,35 +10,35 @@ struct SSHAuthenticator {
 
     func authenticate() throws(SourceError) {
         let user = endpoint.user
-        let methods = LibSSH2.authenticationMethods(session, user: user)
-        if LibSSH2.isAuthenticated(session) { return }
         var tried: [String] = []
         var rsaKey: String?
-        if methods.contains("publickey") {
-            for keyPath in keyFiles() {
-                guard FileManager.default.isReadableFile(atPath: keyPath) else {
-                    throw SourceError(.authentication, "identity \(keyPath) for \(endpoint.hostURL) does not exist or is not readable by this user; check the identity setting",
-                                      isRetryable: false)
-                }
-                tried.append("key \(keyPath)")
-                if Self.isRSAKey(keyPath) { rsaKey = keyPath }
-                let passphrase = try endpoint.passphraseFile.map { path throws(SourceError) in try readSecret(path, what: "passphrase-file") }
-                do {
-                    try LibSSH2.authenticateWithKeyFile(session, user: user, keyPath: keyPath, passphrase: passphrase)
-                    return
-                } catch where error.code == -16 || error.code == -48 {
-                    throw SourceError(.authentication, "cannot use identity \(keyPath) for \(endpoint.hostURL): not a private key libssh2 can read, or its passphrase (passphrase-file) is wrong",
-                                      underlying: error.description)
-                } catch where error.isConnectionLoss {
-                    throw SourceError(.unreachable, "lost the connection to \(endpoint.hostURL) while logging in", underlying: error.description)
-                } catch {
-                    continue
-                }
+        // Why the keys go first, before asking which methods the server offers: asking is a log-in attempt of its
+        // own ("none"), a round trip, and nearly every SFTP server takes keys.
+        for keyPath in keyFiles() {
+            guard FileManager.default.isReadableFile(atPath: keyPath) else {
+                throw SourceError(.authentication, "identity \(keyPath) for \(endpoint.hostURL) does not exist or is not readable by this user; check the identity setting",
+                                  isRetryable: false)
             }
-            if endpoint.identity == nil, let socket = ProcessInfo.processInfo.environment["SSH_AUTH_SOCK"], !socket.isEmpty {
-                tried.append("ssh-agent")
-                if (try? LibSSH2.authenticateWithAgent(session, user: user)) == true { return }
+            tried.append("key \(keyPath)")
+            if Self.isRSAKey(keyPath) { rsaKey = keyPath }
+            let passphrase = try endpoint.passphraseFile.map { path throws(SourceError) in try readSecret(path, what: "passphrase-file") }
+            do {
+                try LibSSH2.authenticateWithKeyFile(session, user: user, keyPath: keyPath, passphrase: passphrase)
+                return
+            } catch where error.code == -16 || error.code == -48 {
+                throw SourceError(.authentication, "cannot use identity \(keyPath) for \(endpoint.hostURL): not a private key libssh2 can read, or its passphrase (passphrase-file) is wrong",
+                                  underlying: error.description)
+            } catch where error.isConnectionLoss {
+                throw SourceError(.unreachable, "lost the connection to \(endpoint.hostURL) while logging in", underlying: error.description)
+            } catch {
+                continue
             }
+        }
+        let methods = LibSSH2.authenticationMethods(session, user: user)
+        if LibSSH2.isAuthenticated(session) { return }
+        if methods.contains("publickey"), endpoint.identity == nil, let socket = ProcessInfo.processInfo.environment["SSH_AUTH_SOCK"], !socket.isEmpty {
+            tried.append("ssh-agent")
+            if (try? LibSSH2.authenticateWithAgent(session, user: user)) == true { return }
         }
         if !methods.contains("password"), endpoint.passwordFile != nil {
             tried.append("password-file (the server takes no passwords)")
