@@ -54,9 +54,15 @@ enum LibSSH2 {
 
     /// Key exchange, then keepalives. Why after: libssh2 1.10 fails the key exchange ("Unable to exchange
     /// encryption keys") when keepalives are configured before it.
-    static func handshake(_ session: OpaquePointer, socket: Int32, keepaliveSeconds: Int) throws(LibSSH2Error) {
+    static func handshake(_ session: OpaquePointer, socket: Int32) throws(LibSSH2Error) {
         try check(libssh2_session_handshake(session, socket), session)
-        libssh2_keepalive_config(session, 1, UInt32(keepaliveSeconds))
+    }
+
+    /// Has libssh2 send a keepalive (a global request) when the session has been quiet for `seconds`. Only after
+    /// log-in: libssh2 also sends due keepalives while it waits on the socket, and sshd answers a global request
+    /// before log-in as a protocol error (one "dispatch_protocol_error" line in its log per connection).
+    static func enableKeepalive(_ session: OpaquePointer, seconds: Int) {
+        libssh2_keepalive_config(session, 1, UInt32(seconds))
     }
 
     /// The server's host key (raw SSH wire format) and its `LIBSSH2_HOSTKEY_TYPE_*`.

@@ -27,6 +27,7 @@ final class SSHSession {
             do throws(SourceError) {
                 try verifyHostKey(session, endpoint)
                 try SSHAuthenticator(session: session, endpoint: endpoint).authenticate()
+                LibSSH2.enableKeepalive(session, seconds: max(5, endpoint.timeoutSeconds / 2))
                 return SSHSession(endpoint: endpoint, session: session, socket: socket)
             } catch {
                 LibSSH2.free(session)
@@ -48,7 +49,7 @@ final class SSHSession {
             throw SourceError(.localIO, "cannot create an SSH session for \(display)", underlying: error.description)
         }
         do {
-            try LibSSH2.handshake(session, socket: socket, keepaliveSeconds: max(5, timeoutSeconds / 2))
+            try LibSSH2.handshake(session, socket: socket)
         } catch {
             LibSSH2.free(session)
             Glibc.close(socket)

@@ -59,6 +59,7 @@ final class SFTPEndToEndTests: XCTestCase {
         XCTAssertEqual(log.components(separatedBy: "Starting session: command").count - 1, 1 + 1, "one listing, then one batch")
         XCTAssertEqual(log.components(separatedBy: "Accepted publickey").count - 1, 1, "the listing's session fetched the files")
         XCTAssertFalse(log.contains("subsystem request for sftp"), "find and tar did it all: the SFTP channel was never started\n\(log)")
+        XCTAssertFalse(log.contains("dispatch_protocol_error"), "no keepalive before log-in, which sshd logs as a protocol error\n\(log)")
         FixtureTree.write(work.path("src"), "folder 1/file #1 100%.txt", "edited", mtime: (1_700_000_000, 0))
         let second = FolioBinary.run(mirror(server, work.path("src")), environment: environment)
         XCTAssertEqual(second.status, 0, second.stderr)
