@@ -78,6 +78,13 @@ public struct RelativePath: Hashable, Sendable, Comparable, CustomStringConverti
         return RelativePath(trusted: Array(bytes[..<slash]))
     }
 
+    /// Whether `self` and `other` are in the same folder (both top-level, or below the same parent).
+    public func isSibling(of other: RelativePath) -> Bool {
+        let mine = bytes.lastIndex(of: UInt8(ascii: "/")) ?? 0
+        let theirs = other.bytes.lastIndex(of: UInt8(ascii: "/")) ?? 0
+        return mine == theirs && bytes[..<mine].elementsEqual(other.bytes[..<theirs])
+    }
+
     /// The names, root first.
     public var components: [ArraySlice<UInt8>] {
         bytes.isEmpty ? [] : bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)

@@ -19,10 +19,38 @@ public struct SyncPlan: Sendable {
     /// A file to copy from the source.
     public struct Download: Sendable, Hashable {
         public var entry: Entry
+        /// What the download replaces, boxed: most downloads of a big run replace nothing, and an inline
+        /// `LocalItem?` doubled each element (88 bytes, 8.8 MB at 100,000 files, at the run's memory peak).
+        private var replacement: Replacement?
+
+        public init(entry: Entry, replacing: LocalItem?, hasLocalChanges: Bool) {
+            self.entry = entry
+            replacement = replacing.map { Replacement(item: $0, hasLocalChanges: hasLocalChanges) }
+        }
+
         /// The file it replaces (moved to the trash as it is replaced), if any.
-        public var replacing: LocalItem?
+        public var replacing: LocalItem? { replacement?.item }
         /// True when the replaced file was not written by Folio or changed since.
-        public var hasLocalChanges: Bool
+        public var hasLocalChanges: Bool { replacement?.hasLocalChanges ?? false }
+
+        private final class Replacement: Sendable, Hashable {
+            let item: LocalItem
+            let hasLocalChanges: Bool
+
+            init(item: LocalItem, hasLocalChanges: Bool) {
+                self.item = item
+                self.hasLocalChanges = hasLocalChanges
+            }
+
+            static func == (lhs: Replacement, rhs: Replacement) -> Bool {
+                lhs.item == rhs.item && lhs.hasLocalChanges == rhs.hasLocalChanges
+            }
+
+            func hash(into hasher: inout Hasher) {
+                hasher.combine(item)
+                hasher.combine(hasLocalChanges)
+            }
+        }
     }
 
     public var removals: [Removal] = []
