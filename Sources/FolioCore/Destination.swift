@@ -290,7 +290,7 @@ public final class Destination: Sendable {
     /// resumed only when the source still has the version it was started from.
     public static func partialName(for entry: Entry) -> String {
         var hash = TreeDigest()
-        hash.add(entry.path.bytes)
+        hash.add(entry.path)
         hash.add(UInt64(bitPattern: entry.size))
         hash.add(UInt64(bitPattern: entry.mtime.nanoseconds))
         hash.add(Array((entry.validator ?? "").utf8))

@@ -26,7 +26,7 @@ public struct RecordedTree: Sendable, Sequence {
 
     /// The recorded entry at `path`, if any.
     public subscript(path: RelativePath) -> RecordedEntry? {
-        path.bytes.withUnsafeBufferPointer { bytes in entries.index(ofPath: bytes) { $0.path } }.map { entries[$0] }
+        path.withBytes { bytes in entries.index(ofPath: bytes) { $0.path } }.map { entries[$0] }
     }
 
     public func makeIterator() -> IndexingIterator<[RecordedEntry]> { entries.makeIterator() }

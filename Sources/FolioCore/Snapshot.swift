@@ -31,7 +31,7 @@ public struct Snapshot: Sendable {
 
     /// The entry at a path, by binary search.
     public func entry(at path: RelativePath) -> Entry? {
-        path.bytes.withUnsafeBufferPointer { bytes in entries.index(ofPath: bytes) { $0.path } }.map { entries[$0] }
+        path.withBytes { bytes in entries.index(ofPath: bytes) { $0.path } }.map { entries[$0] }
     }
 }
 
@@ -96,7 +96,7 @@ public struct SnapshotBuilder: Sendable {
         self = SnapshotBuilder()
         // The normalisation check runs while the entries are sorted: on two cores a large listing pays for the
         // longer of the two, not both. It reads its own list of the (few) non-ASCII paths, not the entries.
-        let nonASCII = entries.compactMap { entry in entry.path.bytes.contains { $0 >= 0x80 } ? entry.path : nil }
+        let nonASCII = entries.compactMap { entry in entry.path.withBytes { $0.contains { $0 >= 0x80 } } ? entry.path : nil }
         nonisolated(unsafe) var clashes: [ListingIssue] = []
         // A local walk hands its entries over already in order: one pass over neighbours sees that (and that no
         // path is listed twice), where a sort would chase every path again.

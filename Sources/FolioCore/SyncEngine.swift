@@ -306,7 +306,7 @@ public struct SyncEngine: Sendable {
         let entries = snapshot.entries
         var next = 0
         for index in items.indices {
-            while next < entries.count, RelativePath.compare(entries[next].path.bytes, items[index].path.bytes) < 0 { next += 1 }
+            while next < entries.count, RelativePath.compare(entries[next].path, items[index].path) < 0 { next += 1 }
             if next == entries.count { return }
             if entries[next].path == items[index].path { items[index].path = entries[next].path }
         }

@@ -48,7 +48,7 @@ private struct Merge {
             }
             let order: Int
             if r == remote.count { order = 1 } else if l == local.count { order = -1 } else {
-                order = RelativePath.compare(remote[r].path.bytes, local[l].path.bytes)
+                order = RelativePath.compare(remote[r].path, local[l].path)
             }
             if order < 0 {
                 let entry = remote[r]
@@ -108,7 +108,7 @@ private struct Merge {
         var low = 0, high = local.count
         while low < high {
             let mid = (low + high) / 2
-            let order = RelativePath.compare(local[mid].path.bytes, path.bytes)
+            let order = RelativePath.compare(local[mid].path, path)
             if order == 0 { return true }
             if order < 0 { low = mid + 1 } else { high = mid }
         }

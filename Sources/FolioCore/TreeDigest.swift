@@ -6,16 +6,24 @@ public struct TreeDigest: Sendable {
     public init() {}
 
     public mutating func add(_ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { raw in
-            var offset = 0
-            while offset + 8 <= raw.count {
-                add(UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)))
-                offset += 8
-            }
-            var tail: UInt64 = 0
-            for index in offset..<raw.count { tail |= UInt64(raw[index]) << (8 * UInt64(index - offset)) }
-            add(tail)
+        bytes.withUnsafeBufferPointer { add($0) }
+    }
+
+    /// Adds a path's bytes, read in place.
+    public mutating func add(_ path: RelativePath) {
+        path.withBytes { add($0) }
+    }
+
+    public mutating func add(_ bytes: UnsafeBufferPointer<UInt8>) {
+        let raw = UnsafeRawBufferPointer(bytes)
+        var offset = 0
+        while offset + 8 <= raw.count {
+            add(UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)))
+            offset += 8
         }
+        var tail: UInt64 = 0
+        for index in offset..<raw.count { tail |= UInt64(raw[index]) << (8 * UInt64(index - offset)) }
+        add(tail)
         add(UInt64(bytes.count))
     }
 
@@ -30,7 +38,7 @@ public struct TreeDigest: Sendable {
     public static func of(_ snapshot: Snapshot) -> UInt64 {
         var digest = TreeDigest()
         for entry in snapshot.entries {
-            digest.add(entry.path.bytes)
+            digest.add(entry.path)
             digest.add(UInt64(entry.kind.rawValue))
             digest.add(UInt64(bitPattern: entry.size))
             digest.add(UInt64(bitPattern: entry.mtime.nanoseconds))

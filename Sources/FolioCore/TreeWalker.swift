@@ -99,9 +99,11 @@ struct TreeWalker: Sendable {
             // Each walker thread owns the descriptors of the folders it is reading; jobs hand one over whole.
             DispatchQueue(label: "folio.walk.\(index)").async(group: group) {
                 var local = Collected(thread: index)
+                // This thread's paths are packed here; the arena never leaves the thread (see `PathArena`).
+                var paths = PathArena()
                 while let job = scheduler.pop() {
                     let start = local.count
-                    self.read(job, realRoot: realRoot, scheduler: scheduler, into: &local)
+                    self.read(job, realRoot: realRoot, scheduler: scheduler, into: &local, paths: &paths)
                     local.spans.append((job.id, start, local.count))
                     scheduler.finished()
                 }
@@ -162,7 +164,8 @@ struct TreeWalker: Sendable {
     /// an idle thread) right after its own item. Why that order: names hold no `/`, which ranks below every other
     /// byte, so it is exactly `RelativePath` order, and the walk needs no sort of the whole tree (which was a
     /// quarter of a no-change run at 100,000 files, mostly cache misses on the scattered paths).
-    private func read(_ job: WalkJob, realRoot: String?, scheduler: WalkScheduler, into result: inout Collected) {
+    private func read(_ job: WalkJob, realRoot: String?, scheduler: WalkScheduler, into result: inout Collected,
+                      paths: inout PathArena) {
         guard let directory = fdopendir(job.fd) else {
             let error = errno
             close(job.fd)
@@ -193,17 +196,18 @@ struct TreeWalker: Sendable {
         names.withUnsafeBufferPointer { names in
             bounds.sort { RelativePath.compare(UnsafeBufferPointer(rebasing: names[$0]), UnsafeBufferPointer(rebasing: names[$1])) < 0 }
             for range in bounds {
-                readEntry(UnsafeBufferPointer(rebasing: names[range]), in: job, dirFD: dirFD, realRoot: realRoot, scheduler: scheduler, into: &result)
+                readEntry(UnsafeBufferPointer(rebasing: names[range]), in: job, dirFD: dirFD, realRoot: realRoot, scheduler: scheduler,
+                          into: &result, paths: &paths)
             }
         }
     }
 
     /// Stats one entry of a folder and records it; a folder is read next (depth first) or handed on.
     private func readEntry(_ name: UnsafeBufferPointer<UInt8>, in job: WalkJob, dirFD: Int32, realRoot: String?,
-                           scheduler: WalkScheduler, into result: inout Collected) {
+                           scheduler: WalkScheduler, into result: inout Collected, paths: inout PathArena) {
         let path: RelativePath
         do {
-            path = try job.path.appending(name: name)
+            path = try job.path.appending(name: name, in: &paths)
         } catch {
             let shown = job.path.isRoot ? RelativePath.display(Array(name)) : "\(job.path)/\(RelativePath.display(Array(name)))"
             result.issues.append(ListingIssue(path: shown, kind: .skipped(error.problem.rawValue.replacingOccurrences(of: "is ", with: "name is ").replacingOccurrences(of: "contains", with: "name contains"))))
@@ -265,7 +269,8 @@ struct TreeWalker: Sendable {
             if scheduler.shouldShare() {
                 scheduler.push(WalkJob(id: result.handOnLast(), path: path, fd: childFD, ancestors: ancestors))
             } else {
-                read(WalkJob(id: job.id, path: path, fd: childFD, ancestors: ancestors), realRoot: realRoot, scheduler: scheduler, into: &result)
+                read(WalkJob(id: job.id, path: path, fd: childFD, ancestors: ancestors), realRoot: realRoot, scheduler: scheduler,
+                     into: &result, paths: &paths)
             }
         default:
             if isDestination {

@@ -45,7 +45,7 @@ struct IndexLister: Sendable {
         let base = client.urls.rootNames + folderNames
         var entries: [Entry] = []
         var issues: [ListingIssue] = []
-        var seen = Set<[UInt8]>()
+        var seen = Set<RelativePath>()
         for link in links {
             guard let names = try? client.urls.names(ofHref: link.href, base: base),
                   names.count == folderNames.count + 1, Array(names[..<folderNames.count]) == folderNames else { continue }
@@ -57,7 +57,7 @@ struct IndexLister: Sendable {
                 continue
             }
             if !exclude.isEmpty, exclude.excludes(path, isFolder: link.isFolder) { continue }
-            guard seen.insert(path.bytes).inserted else {
+            guard seen.insert(path).inserted else {
                 issues.append(ListingIssue(path: path.description, kind: .skipped("listed twice by the index page; kept the first")))
                 continue
             }

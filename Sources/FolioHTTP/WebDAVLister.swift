@@ -91,7 +91,7 @@ struct WebDAVLister: Sendable {
         var entries: [Entry] = []
         var issues: [ListingIssue] = []
         var subfolders: [RelativePath] = []
-        var seen = Set<[UInt8]>()
+        var seen = Set<RelativePath>()
         for response in responses {
             let names: [[UInt8]]
             do {
@@ -127,7 +127,7 @@ struct WebDAVLister: Sendable {
                 }
             }
             if invalid || excluded { continue }
-            guard seen.insert(path.bytes).inserted else {
+            guard seen.insert(path).inserted else {
                 issues.append(ListingIssue(path: path.description, kind: .skipped("listed twice by the server; kept the first")))
                 continue
             }

@@ -40,6 +40,7 @@ struct EntryClassifier: Sendable {
         var out = FolderListing()
         var folders: [[UInt8]: RelativePath] = [:]
         var pruned = Set<[UInt8]>()
+        var paths = PathArena()
         for record in records {
             let slash = record.path.lastIndex(of: UInt8(ascii: "/"))
             let parentRaw = slash.map { Array(record.path[..<$0]) } ?? []
@@ -57,7 +58,7 @@ struct EntryClassifier: Sendable {
                 return nil
             }
             let path: RelativePath
-            do { path = try parent.appending(name: name) } catch {
+            do { path = try parent.appending(name: name, in: &paths) } catch {
                 out.issues.append(Self.nameIssue(parent: parent, name: Array(name), error))
                 if isFolder { pruned.insert(Array(record.path)) }
                 continue

@@ -29,7 +29,7 @@ struct SFTPEndpoint: Sendable {
         var bytes = Array(rootPath.utf8)
         if path.isRoot { return bytes }
         if bytes.last != UInt8(ascii: "/") { bytes.append(UInt8(ascii: "/")) }
-        bytes.append(contentsOf: path.bytes)
+        path.withBytes { bytes.append(contentsOf: $0) }
         return bytes
     }
 

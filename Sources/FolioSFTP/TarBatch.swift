@@ -35,7 +35,7 @@ final class TarBatch: Sendable {
         guard isAvailable else { return }
         var names: [UInt8] = []
         for entry in batch.entries {
-            names += entry.path.bytes
+            entry.path.withBytes { names.append(contentsOf: $0) }
             names.append(0)
         }
         guard names.count <= Self.maxNameBytes else { return }
@@ -50,7 +50,7 @@ final class TarBatch: Sendable {
                     switch event {
                     case let .member(member):
                         // tar keeps the order of its input; a name it skipped (gone, unreadable) is just absent.
-                        guard let position = batch.entries[next...].firstIndex(where: { $0.path.bytes == member.name }) else {
+                        guard let position = batch.entries[next...].firstIndex(where: { entry in entry.path.withBytes { $0.elementsEqual(member.name) } }) else {
                             throw TarReader.Malformed()
                         }
                         next = position + 1

@@ -187,7 +187,7 @@ public final class StateDatabase: StateStore, Sendable {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """)
                 for record in upserts {
-                    try statement.execute(arguments: [target, Data(record.path.bytes), Int(record.kind.rawValue), record.size,
+                    try statement.execute(arguments: [target, record.path.withBytes { Data($0) }, Int(record.kind.rawValue), record.size,
                                                       record.mtime.nanoseconds, record.validator, record.checksum,
                                                       Int64(bitPattern: record.localInode), record.localMtime.nanoseconds])
                 }

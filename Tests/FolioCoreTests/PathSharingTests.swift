@@ -42,6 +42,26 @@ final class PathSharingTests: XCTestCase {
         XCTAssertFalse(sameStorage(items[2].path, snapshot.entries[2].path), "d is not in the snapshot")
     }
 
+    func testAWalkPacksItsPathsAndTheyCompareByBytes() throws {
+        var arena = PathArena()
+        let folder = try RelativePath.root.appending(name: Array("d".utf8), in: &arena)
+        let first = try folder.appending(name: Array("é x".utf8), in: &arena)
+        let second = try folder.appending(name: Array("f".utf8), in: &arena)
+        XCTAssertEqual(first.description, "d/é x")
+        XCTAssertEqual(second.description, "d/f")
+        XCTAssertEqual(first.parent, folder)
+        XCTAssertEqual(first, try RelativePath(validating: "d/é x"), "equal bytes are equal paths, wherever they live")
+        XCTAssertEqual(Set([first, second, try RelativePath(validating: "d/f")]).count, 2)
+        XCTAssertTrue(first.isWithin(folder) && !folder.isWithin(first))
+        XCTAssertTrue(first.isSibling(of: second) && !first.isSibling(of: folder))
+        XCTAssertEqual(first.withBytes { $0.baseAddress! } + first.byteCount, second.withBytes { $0.baseAddress! }, "packed back to back")
+        XCTAssertThrowsError(try folder.appending(name: Array("..".utf8), in: &arena))
+        let long = String(repeating: "n", count: 255)
+        let deep = try (0..<14).reduce(RelativePath.root) { path, _ in try path.appending(name: Array(long.utf8), in: &arena) }
+        XCTAssertEqual(deep.byteCount, 14 * 256 - 1, "a path of more than 1 KiB gets a block of its own")
+        XCTAssertEqual(deep.parent?.byteCount, 13 * 256 - 1)
+    }
+
     private func recorded(_ name: String) throws -> RecordedEntry {
         RecordedEntry(path: try RelativePath(validating: name), kind: .file, size: 1, mtime: FileTime(nanoseconds: 1),
                       validator: nil, checksum: nil, localInode: 1, localMtime: FileTime(nanoseconds: 1))
@@ -55,6 +75,6 @@ final class PathSharingTests: XCTestCase {
 
     /// Whether two paths hold the very same bytes in memory (not merely equal ones).
     private func sameStorage(_ a: RelativePath, _ b: RelativePath) -> Bool {
-        a.bytes.withUnsafeBufferPointer { left in b.bytes.withUnsafeBufferPointer { right in left.baseAddress == right.baseAddress } }
+        a.withBytes { left in b.withBytes { right in left.baseAddress == right.baseAddress } }
     }
 }
