@@ -30,6 +30,11 @@ public struct RelativePath: Hashable, Sendable, Comparable, CustomStringConverti
         self.init(block: PathBlock.holding(bytes), start: 0, length: bytes.count)
     }
 
+    /// A copy in a block of its own: it no longer keeps a shared block (and every other path in it) alive.
+    public func detached() -> RelativePath {
+        withBytes { RelativePath(trusted: $0) }
+    }
+
     /// The path's bytes: validated names separated by single `/` bytes. Empty for the target's root. A copy:
     /// `withBytes` reads them in place.
     public var bytes: [UInt8] { withBytes { Array($0) } }

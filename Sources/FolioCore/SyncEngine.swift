@@ -299,16 +299,21 @@ public struct SyncEngine: Sendable {
         return try Destination(path: path, create: !dryRun)
     }
 
-    /// Gives each local item that the snapshot also lists the snapshot's path, freeing the equal copy the
-    /// destination walk built: one copy of each name in memory while the run plans and syncs. Both lists are
+    /// Gives each local item that the snapshot also lists the snapshot's path, and each other item a copy of
+    /// its own, so that the blocks the destination walk packed its paths into are all freed: one copy of each
+    /// name in memory while the run plans and syncs. (A path left in its block would keep the whole block,
+    /// ~1,700 names: with 1% of the destination gone from the source, nearly every block.) Both lists are
     /// sorted, so one merge pass does it.
     static func sharePaths(of items: inout [LocalItem], with snapshot: Snapshot) {
         let entries = snapshot.entries
         var next = 0
         for index in items.indices {
             while next < entries.count, RelativePath.compare(entries[next].path, items[index].path) < 0 { next += 1 }
-            if next == entries.count { return }
-            if entries[next].path == items[index].path { items[index].path = entries[next].path }
+            if next < entries.count, entries[next].path == items[index].path {
+                items[index].path = entries[next].path
+            } else {
+                items[index].path = items[index].path.detached()
+            }
         }
     }
 

@@ -33,13 +33,24 @@ final class PathSharingTests: XCTestCase {
 
     func testLocalItemsTakeTheSnapshotsPaths() throws {
         let snapshot = try snapshotOf(["a", "a/b", "c", "e"])
-        var items = try ["a", "a/b", "d", "e", "f"].map { LocalItem(path: try RelativePath(validating: $0), kind: .file, size: 0, mtime: FileTime(nanoseconds: 0), inode: 1) }
+        // Packed as the destination walk packs them.
+        var arena = PathArena()
+        var items: [LocalItem] = []
+        for name in ["a", "a/b", "d", "e", "f"] {
+            var path = RelativePath.root
+            for component in name.split(separator: "/") { path = try path.appending(name: Array(component.utf8), in: &arena) }
+            items.append(LocalItem(path: path, kind: .file, size: 0, mtime: FileTime(nanoseconds: 0), inode: 1))
+        }
+        let packed = items.map { $0.path.withBytes { $0.baseAddress! } }
         SyncEngine.sharePaths(of: &items, with: snapshot)
         XCTAssertEqual(items.map(\.path.description), ["a", "a/b", "d", "e", "f"], "names and order unchanged")
         XCTAssertTrue(sameStorage(items[0].path, snapshot.entries[0].path))
         XCTAssertTrue(sameStorage(items[1].path, snapshot.entries[1].path))
         XCTAssertTrue(sameStorage(items[3].path, snapshot.entries[3].path))
         XCTAssertFalse(sameStorage(items[2].path, snapshot.entries[2].path), "d is not in the snapshot")
+        for (item, address) in zip(items, packed) {
+            XCTAssertNotEqual(item.path.withBytes { $0.baseAddress! }, address, "\(item.path) left the walk's block, which can be freed")
+        }
     }
 
     func testAWalkPacksItsPathsAndTheyCompareByBytes() throws {
