@@ -110,7 +110,7 @@ public struct SyncEngine: Sendable {
         // Guarantee 3: an empty source root is a doubt, not an instruction to delete everything.
         if snapshot.entries.isEmpty, snapshot.isComplete, !local.items.isEmpty, !options.force {
             report.result = .refused
-            report.error = "source \(source.displayName) is empty; refusing to remove the \(local.items.count) entries in \(target.destination) (is the share mounted?); run with --force if it really is empty"
+            report.error = "source \(source.displayName) is empty; refusing to remove the \(local.items.count == 1 ? "1 entry" : "\(local.items.count) entries") in \(target.destination) (is the share mounted?); run with --force if it really is empty"
             return 0
         }
 

@@ -182,7 +182,7 @@ final class SyncEngineTests: XCTestCase {
         source.remove("precious")
         let empty = await run()
         XCTAssertEqual(empty.result, .refused)
-        XCTAssertTrue(empty.error?.contains("is empty; refusing to remove the 1 entries") == true, empty.error ?? "")
+        XCTAssertTrue(empty.error?.contains("is empty; refusing to remove the 1 entry in") == true, empty.error ?? "")
         source.failRoot(with: SourceError(.notFound, "source folder /x does not exist"))
         let missing = await run()
         XCTAssertEqual(missing.result, .failed)
