@@ -28,7 +28,8 @@ final class HTTPConnection: SourceConnection {
         let url = client.urls.url(for: entry.path, folder: false)
         var skip: Int64 = 0  // bytes of a whole (200) response that the sink already holds
         let response = try client.send(with: easy, cancelled: { sink.isCancelled }, makeRequest: {
-            var request = CurlEasy.Request(method: "GET", url: url, bodyLimit: 64 << 10)
+            // Fewer, larger writes for a big file.
+            var request = CurlEasy.Request(method: "GET", url: url, bodyLimit: 64 << 10, receiveBuffer: 256 << 10)
             let start = sink.offset
             if start > 0 {
                 // Everything is already here: a HEAD still checks that it is the listed version.
