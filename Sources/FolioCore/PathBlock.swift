@@ -29,10 +29,8 @@ final class PathBlock: ManagedBuffer<Void, UInt8> {
     @inline(__always)
     func withBytes<Result, Failure: Error>(start: Int, count: Int,
                                            _ body: (UnsafeBufferPointer<UInt8>) throws(Failure) -> Result) throws(Failure) -> Result {
-        let base = withUnsafeMutablePointerToElements { UnsafePointer($0) }
-        // The block outlives the call: the caller's `RelativePath` holds it.
-        return try withExtendedLifetime(self) { () throws(Failure) -> Result in
-            try body(UnsafeBufferPointer(start: base + start, count: count))
+        try withUnsafeMutablePointerToElements { (elements) throws(Failure) -> Result in
+            try body(UnsafeBufferPointer(start: elements + start, count: count))
         }
     }
 
