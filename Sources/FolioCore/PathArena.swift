@@ -7,10 +7,11 @@
 public struct PathArena {
     static let blockSize = 64 << 10
 
-    public init() {}
-
+    /// The block being filled, and how many of its bytes are handed out.
     private var block: PathBlock?
     private var used = 0
+
+    public init() {}
 
     /// Room for `count` bytes: the block and the offset to write them at. A long path gets a block of its own,
     /// so a block is never left mostly empty.
