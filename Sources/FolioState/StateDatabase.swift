@@ -11,12 +11,23 @@ public final class StateDatabase: StateStore, Sendable {
     /// Internal, not private: the daemon's schedule (StateDatabase+Schedule.swift) uses it too.
     let queue: DatabaseQueue
 
+    /// `mkdir -p` with mode 0700 for what it creates; the errno of the first failure, or nil. Why not
+    /// FileManager: on Linux its error carries only a sentence ("You don’t have permission."), not the errno.
+    private static func makeDirectories(_ directory: String) -> Int32? {
+        var prefix = directory.hasPrefix("/") ? "" : "."
+        for component in directory.split(separator: "/") {
+            prefix += "/" + component
+            if mkdir(prefix, 0o700) != 0 && errno != EEXIST { return errno }
+        }
+        var info = stat()
+        guard stat(directory, &info) == 0 else { return errno }
+        return (info.st_mode & S_IFMT) == S_IFDIR ? nil : ENOTDIR
+    }
+
     /// Opens (creating if needed) `state.sqlite` in `directory`.
     public init(directory: String) throws(StateError) {
-        do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw StateError("cannot create the state directory \(directory): \((error as NSError).localizedFailureReason ?? "\(error)"); set state-dir or FOLIO_STATE_DIR to a writable folder")
+        if let code = Self.makeDirectories(directory) {
+            throw StateError("cannot create the state directory \(directory): \(String(cString: strerror(code))); set state-dir or FOLIO_STATE_DIR to a writable folder")
         }
         path = directory + "/state.sqlite"
         var configuration = Configuration()

@@ -64,6 +64,18 @@ final class StateDatabaseTests: XCTestCase {
         }
     }
 
+    func testAStateDirectoryThatCannotBeMadeNamesTheSystemsReasonAndTheFix() throws {
+        let folder = TemporaryDirectory("state")
+        XCTAssertTrue(FileManager.default.createFile(atPath: folder.path("file"), contents: Data()))
+        XCTAssertThrowsError(try StateDatabase(directory: folder.path("file/state"))) { error in
+            XCTAssertEqual((error as? StateError)?.message,
+                           "cannot create the state directory \(folder.path)/file/state: Not a directory; set state-dir or FOLIO_STATE_DIR to a writable folder")
+        }
+        let nested = folder.path("a/b/c")
+        _ = try StateDatabase(directory: nested)
+        XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: nested)[.posixPermissions] as? Int, 0o700)
+    }
+
     func testStateLocation() {
         XCTAssertEqual(StateLocation.directory(configured: "/cfg", environment: ["FOLIO_STATE_DIR": "/env"]), "/env")
         XCTAssertEqual(StateLocation.directory(configured: "/cfg", environment: [:]), "/cfg")
