@@ -37,15 +37,20 @@ public struct ExcludeFilter: Sendable, Equatable {
     /// Whether an entry is excluded. Callers check folders before descending, so children of an excluded
     /// folder are never asked about.
     public func excludes(_ path: RelativePath, isFolder: Bool) -> Bool {
-        for pattern in patterns where !pattern.foldersOnly || isFolder {
-            let subject = pattern.anchored ? path.bytes[...] : path.name
-            if Self.match(pattern.bytes[...], subject) { return true }
+        if patterns.isEmpty { return false }
+        // Matched in place: every listed entry comes through here.
+        return path.withBytes { bytes in
+            let whole = bytes[...]
+            let name = whole[((whole.lastIndex(of: UInt8(ascii: "/"))).map { $0 + 1 } ?? whole.startIndex)...]
+            return patterns.contains { pattern in
+                (!pattern.foldersOnly || isFolder) && Self.match(pattern.bytes[...], pattern.anchored ? whole : name)
+            }
         }
-        return false
     }
 
     /// Backtracking glob match over bytes; patterns are short, so this stays cheap.
-    static func match(_ pattern: ArraySlice<UInt8>, _ text: ArraySlice<UInt8>) -> Bool {
+    static func match<Text: RandomAccessCollection<UInt8>>(_ pattern: ArraySlice<UInt8>, _ text: Text) -> Bool
+    where Text.Index == Int, Text.SubSequence == Text {
         let slash = UInt8(ascii: "/")
         var p = pattern.startIndex, t = text.startIndex
         while p < pattern.endIndex {

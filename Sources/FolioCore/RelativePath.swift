@@ -141,17 +141,6 @@ public struct RelativePath: Hashable, Sendable, Comparable, CustomStringConverti
         return RelativePath(block: block, start: Int(start), length: slash)
     }
 
-    /// Whether `self` and `other` are in the same folder (both top-level, or below the same parent).
-    public func isSibling(of other: RelativePath) -> Bool {
-        withBytes { mine in
-            other.withBytes { theirs in
-                let a = mine.lastIndex(of: UInt8(ascii: "/")) ?? 0
-                let b = theirs.lastIndex(of: UInt8(ascii: "/")) ?? 0
-                return a == b && mine[..<a].elementsEqual(theirs[..<b])
-            }
-        }
-    }
-
     /// The names, root first.
     public var components: [ArraySlice<UInt8>] {
         isRoot ? [] : bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)

@@ -88,13 +88,13 @@ private struct Merge {
     private mutating func addParentTimes(remote: Snapshot) {
         var parents = Set(plan.folderTimes.map(\.path))
         // Walked one list at a time, not concatenated: at 100,000 downloads a joined copy of the paths was 2.4 MB
-        // at the run's memory peak. Siblings come together (each list is in path order), so most are skipped
-        // without building their parent's path.
-        var last: RelativePath?
+        // at the run's memory peak. Siblings come together (each list is in path order), so most are skipped by
+        // comparing with the last parent (a parent shares its child's bytes: no copy, no hashing).
+        var lastParent: RelativePath?
         func note(_ path: RelativePath) {
-            if let last, path.isSibling(of: last) { return }
-            last = path
-            guard let parent = path.parent, !parent.isRoot, !parents.contains(parent),
+            guard let parent = path.parent, parent != lastParent else { return }
+            lastParent = parent
+            guard !parent.isRoot, !parents.contains(parent),
                   let folder = remote.entry(at: parent), folder.kind == .folder, folder.mtime.isKnown else { return }
             parents.insert(parent)
             plan.folderTimes.append(folder)
