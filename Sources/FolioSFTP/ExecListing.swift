@@ -9,13 +9,64 @@ enum ExecListing {
     /// The shell command listing `root` (the path as configured): the root's real path (`pwd -P`, then a NUL),
     /// then type, size, mtime with nanoseconds and relative path of every entry, each field NUL-terminated; the
     /// end marker is printed only when find succeeded completely. Nothing at all when the root cannot be entered:
-    /// the caller then asks over SFTP, which says why.
+    /// the caller then asks over SFTP, which says why. With `next`, that command runs after the listing, in the
+    /// root, once the probe is read off stdin (after the listing: the listing must not wait for the probe, which
+    /// goes out only once the server confirmed the command started).
     ///
     /// Why the root is resolved here: asking SFTP (realpath, then stat) first would cost three round trips to
     /// start the subsystem and two for the requests, before the listing could start.
-    static func command(root: [UInt8]) -> String {
+    static func command(root: [UInt8], then next: String?) -> String {
         let quoted = "'" + String(decoding: root, as: UTF8.self).replacingOccurrences(of: "'", with: "'\\''") + "'"
-        return "CDPATH= cd -P -- \(quoted) 2>/dev/null && pwd -P && printf '\\0' && LC_ALL=C find . -mindepth 1 -printf '%y\\0%s\\0%T@\\0%P\\0' 2>/dev/null && printf '\(String(decoding: endMarker, as: UTF8.self))\\0'"
+        let listing = "CDPATH= cd -P -- \(quoted) 2>/dev/null && pwd -P && printf '\\0' && LC_ALL=C find . -mindepth 1 -printf '%y\\0%s\\0%T@\\0%P\\0' 2>/dev/null && printf '\(String(decoding: endMarker, as: UTF8.self))\\0'"
+        guard let next else { return listing }
+        return "\(listing) && head -c \(probe.count) >/dev/null && \(next)"
+    }
+
+    /// What the listing writes to stdin when a command follows it (which must not see EOF): an SFTP `INIT`
+    /// packet, which the shell reads and drops after the listing. Why this packet: on an account whose every command is
+    /// the SFTP server (`ForceCommand internal-sftp`), it gets an answer at once, which the listing then refuses,
+    /// instead of waiting for a server that waits for input.
+    static let probe: [UInt8] = [0, 0, 0, 5, 1, 0, 0, 0, 3]
+
+    /// Runs the listing on a new channel of `session` and parses its output; nil when the output is incomplete,
+    /// malformed, over `limit` bytes, or not the listing's at all. With `next`, the channel stays open at the end
+    /// marker, `next` waiting for its input, and the session keeps it (`SSHSession.keepWaiting`).
+    static func run(on session: SSHSession, root: [UInt8], then next: String?, limit: Int) throws(LibSSH2Error) -> (realRoot: [UInt8], records: [Record])? {
+        let channel = try session.start(command(root: root, then: next))
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 << 10, alignment: 16)
+        defer { buffer.deallocate() }
+        if next == nil {
+            // Why EOF at once: under `ForceCommand internal-sftp` the "command" is an SFTP server waiting on stdin.
+            try channel.endInput()
+        } else {
+            try channel.write(probe)
+        }
+        var output: [UInt8] = []
+        while true {
+            let count = try channel.read(into: buffer)
+            if count == 0 { break }
+            output.append(contentsOf: buffer[0..<count])
+            // An SFTP server's answer or a login banner is not a listing, which starts with the root's path.
+            guard output.first == UInt8(ascii: "/"), output.count <= limit else {
+                channel.close()
+                return nil
+            }
+            if next != nil, endsWithMarker(output), let parsed = parse(output) {
+                session.keepWaiting(channel)
+                return parsed
+            }
+        }
+        guard channel.close() == 0 else { return nil }
+        return parse(output)
+    }
+
+    /// Whether `output` ends with the end marker as a field of its own (a file of that name ends the same way,
+    /// so `parse` decides).
+    static func endsWithMarker(_ output: [UInt8]) -> Bool {
+        let length = endMarker.count + 2
+        guard output.count >= length else { return false }
+        let tail = output[(output.count - length)...]
+        return tail.first == 0 && tail.last == 0 && tail.dropFirst().dropLast().elementsEqual(endMarker)
     }
 
     struct Record {

@@ -35,10 +35,7 @@ public enum HostKeyTrust {
     public static func fetch(host: String, port: Int, knownHostsPath: String, timeoutSeconds: Int = 30) throws -> (key: HostKey, standing: Standing) {
         let display = "sftp://\(host):\(port)"
         let (session, socket) = try SSHSession.handshake(host: host, port: port, timeoutSeconds: timeoutSeconds, display: display)
-        defer {
-            LibSSH2.free(session)
-            Glibc.close(socket)
-        }
+        defer { LibSSH2.end(session, socket: socket) }
         let key = try describe(session, host: host, port: port)
         let result: LibSSH2.KnownHostResult
         do {

@@ -154,69 +154,71 @@ enum LibSSH2 {
         try check(libssh2_keepalive_send(session, &next), session)
     }
 
-    /// Says goodbye and frees the session; errors are moot at this point (the peer may be gone).
-    static func free(_ session: OpaquePointer) {
+    /// Says goodbye and shuts the socket, so that from then on libssh2 neither sends nor waits: freeing a channel
+    /// still open (a command left waiting for input) would otherwise wait a round trip for the server's close.
+    /// Errors are moot at this point (the peer may be gone).
+    static func hangUp(_ session: OpaquePointer, socket: Int32) {
         _ = folio_ssh2_session_disconnect(session, "done")
-        libssh2_session_free(session)
+        _ = Glibc.shutdown(socket, Int32(SHUT_RDWR))
+    }
+
+    /// Frees the session and any channel still open on it; call `hangUp` first.
+    static func free(_ session: OpaquePointer) { libssh2_session_free(session) }
+
+    /// Hangs up, frees the session and closes its socket.
+    static func end(_ session: OpaquePointer, socket: Int32) {
+        hangUp(session, socket: socket)
+        free(session)
+        Glibc.close(socket)
     }
 
     // MARK: Exec
 
-    /// Runs a command with an empty stdin and returns its stdout (capped at `limit` bytes: `complete` is false
-    /// when it was cut there) and exit status.
-    static func exec(_ session: OpaquePointer, command: String, limit: Int) throws(LibSSH2Error) -> (output: [UInt8], status: Int32, complete: Bool) {
-        struct OverLimit: Error {}
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 << 10, alignment: 16)
-        defer { buffer.deallocate() }
-        var output: [UInt8] = []
-        do {
-            // Why EOF first (an empty input): under `ForceCommand internal-sftp` the "command" is an SFTP server
-            // waiting on stdin.
-            let status = try exec(session, command: command, input: [], buffer: buffer) { chunk in
-                output.append(contentsOf: chunk)
-                if output.count > limit { throw OverLimit() }
-            }
-            return (output, status, true)
-        } catch let error as LibSSH2Error {
-            throw error
+    /// Opens a session channel and starts `command` on it. stderr is discarded by libssh2, so a chatty command
+    /// cannot stall the channel.
+    static func startExec(_ session: OpaquePointer, command: String) throws(LibSSH2Error) -> OpaquePointer {
+        guard let channel = folio_ssh2_channel_open_session(session) else { throw lastError(session) }
+        do throws(LibSSH2Error) {
+            try check(libssh2_channel_handle_extended_data2(channel, LIBSSH2_CHANNEL_EXTENDED_DATA_IGNORE), session)
+            try check(folio_ssh2_channel_exec(channel, command, UInt32(command.utf8.count)), session)
         } catch {
-            return (output, -1, false)
+            libssh2_channel_free(channel)
+            throw error
         }
+        return channel
     }
 
-    /// Runs a command, writes `input` to its stdin, sends EOF, and hands its stdout to `body` chunk by chunk as
-    /// it arrives; returns the exit status. stderr is discarded by libssh2, so a chatty command cannot stall the
-    /// channel. When `body` throws, the channel is closed and the error rethrown.
-    static func exec(_ session: OpaquePointer, command: String, input: [UInt8], buffer: UnsafeMutableRawBufferPointer,
-                     _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Int32 {
-        guard let channel = folio_ssh2_channel_open_session(session) else { throw lastError(session) }
-        defer { libssh2_channel_free(channel) }
-        try check(libssh2_channel_handle_extended_data2(channel, LIBSSH2_CHANNEL_EXTENDED_DATA_IGNORE), session)
-        try check(folio_ssh2_channel_exec(channel, command, UInt32(command.utf8.count)), session)
+    /// Writes all of `bytes` to the command's stdin.
+    static func write(_ channel: OpaquePointer, _ session: OpaquePointer, _ bytes: [UInt8]) throws(LibSSH2Error) {
         var written = 0
-        while written < input.count {
-            let count = input.withUnsafeBufferPointer {
+        while written < bytes.count {
+            let count = bytes.withUnsafeBufferPointer {
                 $0.withMemoryRebound(to: CChar.self) { folio_ssh2_channel_write(channel, $0.baseAddress! + written, $0.count - written) }
             }
             if count < 0 { throw lastError(session) }
             written += count
         }
+    }
+
+    static func sendEOF(_ channel: OpaquePointer, _ session: OpaquePointer) throws(LibSSH2Error) {
         try check(libssh2_channel_send_eof(channel), session)
-        while true {
-            let count = folio_ssh2_channel_read(channel, buffer.baseAddress!.assumingMemoryBound(to: CChar.self), buffer.count)
-            if count < 0 { throw lastError(session) }
-            if count == 0 { break }
-            do {
-                try body(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-            } catch {
-                _ = libssh2_channel_close(channel)
-                throw error
-            }
-        }
+    }
+
+    /// Reads what the command wrote to stdout, blocking until some arrives; 0 at its end.
+    static func read(_ channel: OpaquePointer, _ session: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer) throws(LibSSH2Error) -> Int {
+        let count = folio_ssh2_channel_read(channel, buffer.baseAddress!.assumingMemoryBound(to: CChar.self), buffer.count)
+        if count < 0 { throw lastError(session) }
+        return count
+    }
+
+    /// Closes the channel, waits for the server to close its side, and returns the command's exit status.
+    static func close(channel: OpaquePointer) -> Int32 {
         _ = libssh2_channel_close(channel)
         _ = libssh2_channel_wait_closed(channel)
         return libssh2_channel_get_exit_status(channel)
     }
+
+    static func free(channel: OpaquePointer) { libssh2_channel_free(channel) }
 
     // MARK: SFTP
 

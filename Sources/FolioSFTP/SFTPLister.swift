@@ -12,6 +12,8 @@ struct SFTPLister: Sendable {
     let method: Method
     /// Where the listing sessions go once the listing succeeded, for the first download workers.
     let idle: IdleSessions
+    /// Whether downloads fetch small files with tar (the exec listing then leaves one waiting).
+    let tarBatches: Bool
 
     /// The most bytes an exec listing may produce (about five million entries) before Folio gives up on it.
     static let execOutputLimit = 512 << 20
@@ -33,10 +35,11 @@ struct SFTPLister: Sendable {
         let sessions = max(1, min(options.parallelism, HandshakeGate.limit))
         let endpoint = self.endpoint
         let options = self.options
+        let tarBatches = self.tarBatches
         let realRoot: [UInt8]
         var listing = FolderListing()
         var pending: [FolderJob]
-        if method != .readdirOnly, let fast = try await workers[0].run({ session in try Self.execListing(session, endpoint, options) }) {
+        if method != .readdirOnly, let fast = try await workers[0].run({ session in try Self.execListing(session, endpoint, options, tarBatches: tarBatches) }) {
             (realRoot, listing) = fast
             pending = fast.listing.folders
         } else {
@@ -96,17 +99,19 @@ struct SFTPLister: Sendable {
 
     /// The exec fast path, the root's real path with the listing; nil when exec is refused, find is missing or
     /// not GNU, the root cannot be entered, or the output is incomplete.
-    static func execListing(_ session: SSHSession, _ endpoint: SFTPEndpoint, _ options: ListingOptions) throws(SourceError) -> (realRoot: [UInt8], listing: FolderListing)? {
+    ///
+    /// Where tar batches work, the listing's command goes on to start `tar`, which waits in the root for the
+    /// first batch's names: that batch then costs no channel and no command start (two round trips).
+    static func execListing(_ session: SSHSession, _ endpoint: SFTPEndpoint, _ options: ListingOptions, tarBatches: Bool) throws(SourceError) -> (realRoot: [UInt8], listing: FolderListing)? {
         let root = endpoint.remotePath(.root)
-        let result: (output: [UInt8], status: Int32, complete: Bool)
+        let parsed: (realRoot: [UInt8], records: [ExecListing.Record])?
         do {
-            result = try session.exec(ExecListing.command(root: root), limit: execOutputLimit)
+            parsed = try ExecListing.run(on: session, root: root, then: tarBatches ? TarBatch.tarCommand : nil, limit: execOutputLimit)
         } catch {
             if error.isConnectionLoss { throw session.sourceError(error, doing: "listing", remote: root) }
             return nil
         }
-        guard result.complete, result.status == 0, let parsed = ExecListing.parse(result.output),
-              let listing = try EntryClassifier(realRoot: parsed.realRoot, options: options).classify(parsed.records, session) else { return nil }
+        guard let parsed, let listing = try EntryClassifier(realRoot: parsed.realRoot, options: options).classify(parsed.records, session) else { return nil }
         return (parsed.realRoot, listing)
     }
 }

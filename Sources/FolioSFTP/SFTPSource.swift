@@ -47,7 +47,7 @@ public struct SFTPSource: Source {
     public var features: SourceFeatures { SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true, batchDownloads: true, costlyConnections: true) }
 
     public func snapshot(options: ListingOptions) async throws -> Snapshot {
-        try await SFTPLister(endpoint: endpoint, options: options, method: listingMethod, idle: idle).snapshot()
+        try await SFTPLister(endpoint: endpoint, options: options, method: listingMethod, idle: idle, tarBatches: tarBatch.isAvailable).snapshot()
     }
 
     /// Gives one download worker a session, on its thread: one the listing left open if it still answers,

@@ -12,6 +12,8 @@ final class SSHSession {
     private let socket: Int32
     /// The SFTP channel once started (see `sftpChannel`).
     private var sftp: OpaquePointer?
+    /// A command the listing started that waits for input (see `keepWaiting`).
+    private var waiting: ExecChannel?
     private var isClosed = false
 
     private init(endpoint: SFTPEndpoint, session: OpaquePointer, socket: Int32) {
@@ -30,8 +32,7 @@ final class SSHSession {
                 LibSSH2.enableKeepalive(session, seconds: max(5, endpoint.timeoutSeconds / 2))
                 return SSHSession(endpoint: endpoint, session: session, socket: socket)
             } catch {
-                LibSSH2.free(session)
-                Glibc.close(socket)
+                LibSSH2.end(session, socket: socket)
                 throw error
             }
         }
@@ -51,8 +52,7 @@ final class SSHSession {
         do {
             try LibSSH2.handshake(session, socket: socket)
         } catch {
-            LibSSH2.free(session)
-            Glibc.close(socket)
+            LibSSH2.end(session, socket: socket)
             if error.isKeyExchangeFailure {
                 throw SourceError(.protocolViolation, "\(display): no key exchange, cipher or host key algorithm in common with the server (\(error.message)); it needs ed25519, ECDSA or rsa-sha2 host keys and current ciphers",
                                   underlying: error.description)
@@ -127,13 +127,16 @@ final class SSHSession {
         return names
     }
 
-    func exec(_ command: String, limit: Int) throws(LibSSH2Error) -> (output: [UInt8], status: Int32, complete: Bool) {
-        try LibSSH2.exec(session, command: command, limit: limit)
-    }
+    /// Starts `command` on a new channel of this session.
+    func start(_ command: String) throws(LibSSH2Error) -> ExecChannel { try ExecChannel(session: session, command: command) }
 
-    /// Runs a command fed `input` on stdin, handing its stdout to `body` as it arrives; returns its exit status.
-    func exec(_ command: String, input: [UInt8], buffer: UnsafeMutableRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Int32 {
-        try LibSSH2.exec(session, command: command, input: input, buffer: buffer, body)
+    /// Keeps a command that waits for its input (the `tar` the listing started) until a download takes it.
+    func keepWaiting(_ command: ExecChannel) { waiting = command }
+
+    /// The command the listing left waiting for input, if any; the caller now owns it.
+    func takeWaiting() -> ExecChannel? {
+        defer { waiting = nil }
+        return waiting
     }
 
     func openFile(_ path: [UInt8]) throws(LibSSH2Error) -> OpaquePointer { try LibSSH2.openFile(session, try sftpChannel(), path) }
@@ -154,6 +157,10 @@ final class SSHSession {
     func close() {
         guard !isClosed else { return }
         isClosed = true
+        // Why hang up first: the channels still open (SFTP's, a waiting command's) are then freed without a
+        // round trip each for the server's close.
+        LibSSH2.hangUp(session, socket: socket)
+        waiting = nil
         if let sftp { LibSSH2.sftpShutdown(sftp) }
         LibSSH2.free(session)
         Glibc.close(socket)

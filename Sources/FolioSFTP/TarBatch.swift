@@ -21,12 +21,15 @@ final class TarBatch: Sendable {
 
     var isAvailable: Bool { available.load(ordering: .relaxed) }
 
-    /// The shell command: into the root, then tar of exactly the names given on stdin, NUL-separated, taken
-    /// verbatim (a name starting with `-` stays a name), not recursing, hard links archived as contents, symlinks
-    /// as links (which the caller refuses: a batch never follows a link).
+    /// tar of exactly the names given on stdin, NUL-separated, taken verbatim (a name starting with `-` stays a
+    /// name), relative to the current folder, not recursing, hard links archived as contents, symlinks as links
+    /// (which the caller refuses: a batch never follows a link).
+    static let tarCommand = "LC_ALL=C exec tar --format=gnu --hard-dereference --no-recursion --null --verbatim-files-from -cf - -T -"
+
+    /// The shell command: into the root, then `tarCommand`.
     var command: String {
         let quoted = "'" + rootPath.replacingOccurrences(of: "'", with: "'\\''") + "'"
-        return "cd \(quoted) && LC_ALL=C exec tar --format=gnu --hard-dereference --no-recursion --null --verbatim-files-from -cf - -T -"
+        return "cd \(quoted) && \(Self.tarCommand)"
     }
 
     /// Streams `batch`'s files and marks the ones that arrived whole and as listed. Throws when the connection
@@ -45,7 +48,9 @@ final class TarBatch: Sendable {
         var arrived: [Int] = []
         let status: Int32
         do {
-            status = try session.exec(command, input: names, buffer: buffer) { chunk in
+            // The tar the listing left waiting, in the root, saves the two round trips of starting one.
+            let tar = try session.takeWaiting() ?? session.start(command)
+            status = try tar.run(input: names, buffer: buffer) { chunk in
                 try reader.feed(chunk) { event in
                     switch event {
                     case let .member(member):

@@ -44,8 +44,8 @@ final class SFTPEndToEndTests: XCTestCase {
         XCTAssertEqual(again.events.last?["downloaded"] as? Int, 0, again.stdout)
     }
 
-    /// 300 small files (600 KB) come in one tar batch over the listing's own session: one login in all, not one
-    /// per worker; byte- and nanosecond-exact; an edit comes too.
+    /// 300 small files (600 KB) come in one tar batch from the tar the listing's command left waiting: one login
+    /// and one command in all; byte- and nanosecond-exact; an edit comes too.
     func testSmallFilesComeInBatchesAndTheMirrorIsExact() throws {
         let server = try SSHServer()
         for index in 0..<300 {
@@ -56,7 +56,7 @@ final class SFTPEndToEndTests: XCTestCase {
         XCTAssertEqual(first.status, 0, first.stderr)
         XCTAssertEqual(first.events.last?["downloaded"] as? Int, 300, first.stdout)
         let log = try String(contentsOfFile: server.logPath, encoding: .utf8)
-        XCTAssertEqual(log.components(separatedBy: "Starting session: command").count - 1, 1 + 1, "one listing, then one batch")
+        XCTAssertEqual(log.components(separatedBy: "Starting session: command").count - 1, 1, "one command: the listing, whose tar then sent the batch")
         XCTAssertEqual(log.components(separatedBy: "Accepted publickey").count - 1, 1, "the listing's session fetched the files")
         XCTAssertFalse(log.contains("subsystem request for sftp"), "find and tar did it all: the SFTP channel was never started\n\(log)")
         XCTAssertFalse(log.contains("dispatch_protocol_error"), "no keepalive before log-in, which sshd logs as a protocol error\n\(log)")

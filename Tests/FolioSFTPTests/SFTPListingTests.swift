@@ -127,5 +127,15 @@ final class SFTPListingTests: SFTPTestCase {
         XCTAssertNil(ExecListing.parse(Array("/srv\n\u{0}f\u{0}six\u{0}1\u{0}a\u{0}folio-listing-end\u{0}".utf8)), "bad size")
         XCTAssertNil(ExecListing.parse(Array("/srv\n\u{0}f\u{0}6\u{0}1\u{0}/etc/passwd\u{0}folio-listing-end\u{0}".utf8)), "absolute path")
         XCTAssertNil(ExecListing.parse([]), "nothing at all (exec refused, or the root cannot be entered)")
+
+        // The listing stops reading at the end marker when tar waits after it. A file named like the marker,
+        // listed last, ends the output the same way: the parser tells the two apart.
+        XCTAssertTrue(ExecListing.endsWithMarker(good))
+        XCTAssertFalse(ExecListing.endsWithMarker(Array(good.dropLast())))
+        let lookalike = Array("/srv\n\u{0}f\u{0}6\u{0}1\u{0}folio-listing-end\u{0}".utf8)
+        XCTAssertTrue(ExecListing.endsWithMarker(lookalike))
+        XCTAssertNil(ExecListing.parse(lookalike), "a file named like the marker is not the end")
+        XCTAssertEqual(ExecListing.parse(lookalike + Array("folio-listing-end\u{0}".utf8))?.records.map { String(decoding: $0.path, as: UTF8.self) },
+                       ["folio-listing-end"])
     }
 }

@@ -77,7 +77,42 @@ final class TarBatchTests: SFTPTestCase {
         for name in Self.names { XCTAssertEqual(fetched[name] ?? nil, expected[name], name) }
         XCTAssertEqual(fetched["stale"], .some(nil), "a file that changed since the listing is not taken from the batch")
         let log = try String(contentsOfFile: server.logPath, encoding: .utf8)
-        XCTAssertEqual(log.components(separatedBy: "Starting session: command").count - 1, 2, "one exec for the listing, one for the batch")
+        XCTAssertEqual(log.components(separatedBy: "Starting session: command").count - 1, 1,
+                       "one exec: the listing's, which leaves tar waiting for the batch's names")
+    }
+
+    /// The listing's tar serves the first batch only; the next batch starts its own, and a file named like the
+    /// listing's end marker neither ends the listing early nor confuses the batch.
+    func testTheSecondBatchStartsItsOwnTar() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("tar-served")
+        FixtureTree.write(served.path, "folio-listing-end", "looks like the end\n")
+        FixtureTree.write(served.path, "z", "last\n")
+        let source = try source(server, served.path, method: .execOnly)
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description).sorted(), ["folio-listing-end", "z"])
+        let first = try await fetchBatch(source, files(snapshot))
+        XCTAssertEqual(first, ["folio-listing-end": Array("looks like the end\n".utf8), "z": Array("last\n".utf8)])
+        let second = try await fetchBatch(source, files(snapshot))
+        XCTAssertEqual(second, first)
+        let log = try String(contentsOfFile: server.logPath, encoding: .utf8)
+        XCTAssertEqual(log.components(separatedBy: "Starting session: command").count - 1, 2, "the listing's, then the second batch's")
+    }
+
+    /// A server with find but no tar: the tar the listing starts fails at once, which costs the listing nothing;
+    /// the batch finds tar missing, returns nothing, and the source stops asking.
+    func testWithoutTarTheListingStillWorksAndTheSourceStopsAsking() async throws {
+        let tools = TemporaryDirectory("tools-without-tar")
+        for tool in ["find", "head"] { XCTAssertEqual(symlink("/usr/bin/\(tool)", tools.path(tool)), 0) }
+        let server = try SSHServer(commandPath: tools.path)
+        let served = TemporaryDirectory("tar-served")
+        for name in ["a", "b"] { FixtureTree.write(served.path, name, name) }
+        let source = try source(server, served.path, method: .execOnly)
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description).sorted(), ["a", "b"])
+        let fetched = try await fetchBatch(source, files(snapshot))
+        XCTAssertEqual(fetched, ["a": nil, "b": nil])
+        XCTAssertFalse(source.tarBatchesAvailable)
     }
 
     /// tar exits non-zero when a file it was asked for is gone: then nothing in the batch is trusted, and the

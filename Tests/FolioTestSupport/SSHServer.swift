@@ -20,16 +20,18 @@ public final class SSHServer: @unchecked Sendable {
     public var logPath: String { folder.path("sshd.log") }
     private let forceInternalSFTP: Bool
     private let sftpSubsystem: Bool
+    private let commandPath: String?
     /// The PID of the listening sshd (0 when stopped).
     public private(set) var pid: pid_t = 0
 
     /// Generates keys, writes the config and starts sshd. `forceInternalSFTP` adds `ForceCommand internal-sftp`
     /// (no exec); `sftpSubsystem: false` leaves out the SFTP subsystem (exec only, a bare shell account); `user`
-    /// is the account to log in as.
-    public init(forceInternalSFTP: Bool = false, sftpSubsystem: Bool = true, user: String? = nil) throws {
+    /// is the account to log in as; `commandPath` is the `PATH` commands run with (to leave a tool out).
+    public init(forceInternalSFTP: Bool = false, sftpSubsystem: Bool = true, user: String? = nil, commandPath: String? = nil) throws {
         folder = TemporaryDirectory("sshd")
         self.forceInternalSFTP = forceInternalSFTP
         self.sftpSubsystem = sftpSubsystem
+        self.commandPath = commandPath
         self.user = user ?? String(cString: getpwuid(geteuid())!.pointee.pw_name)
         hostKeyPath = folder.path("host_ed25519")
         userKeyPath = folder.path("user_ed25519")
@@ -153,6 +155,7 @@ public final class SSHServer: @unchecked Sendable {
         ]
         if sftpSubsystem { lines.append("Subsystem sftp internal-sftp") }
         if forceInternalSFTP { lines.append("ForceCommand internal-sftp") }
+        if let commandPath { lines.append("SetEnv PATH=\(commandPath)") }
         try (lines.joined(separator: "\n") + "\n").write(toFile: configPath, atomically: true, encoding: .utf8)
     }
 
