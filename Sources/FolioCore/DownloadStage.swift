@@ -71,12 +71,14 @@ struct DownloadStage: Sendable {
     }
 
     /// How many workers (each with its own connection) the downloads are worth: at most `workers`, one per file,
-    /// and where connections are costly, one per large file or full batch of small ones. Why: an SSH login is a
-    /// dozen round trips, longer than a batch of small files takes to stream over a session already open (the
-    /// listing's, which the first worker reuses).
+    /// and where connections are costly or a batch is parallel by itself, one per large file or full batch of
+    /// small ones. Why: an SSH login is a dozen round trips, longer than a batch of small files takes to stream
+    /// over a session already open (the listing's, which the first worker reuses); and workers splitting the
+    /// host's requests in flight between their batches only open more connections and leave slots idle at the
+    /// end of each batch.
     static func workerCount(for downloads: [SyncPlan.Download], workers: Int, features: SourceFeatures) -> Int {
         let most = max(1, min(workers, downloads.count))
-        guard features.costlyConnections, features.batchDownloads else { return most }
+        guard features.batchDownloads, features.costlyConnections || features.parallelBatches else { return most }
         var large = 0
         var smallBytes: Int64 = 0
         for download in downloads {

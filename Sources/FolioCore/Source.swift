@@ -57,13 +57,18 @@ public struct SourceFeatures: Sendable, Equatable {
     /// Whether opening a connection costs many round trips (an SSH handshake and login): the engine then opens
     /// another one only for work that outlasts it, a large file or a full batch of small ones.
     public var costlyConnections: Bool
+    /// Whether one batch fetches its files in parallel, as many at once as the server takes (HTTP GETs on
+    /// several connections): the engine then gives each worker a large file or a full batch, as another worker
+    /// would only split the same requests in flight.
+    public var parallelBatches: Bool
 
     public init(mtimePrecision: TimePrecision, checksums: Bool = false, resumable: Bool = true, batchDownloads: Bool = false,
-                costlyConnections: Bool = false) {
+                costlyConnections: Bool = false, parallelBatches: Bool = false) {
         self.mtimePrecision = mtimePrecision
         self.checksums = checksums
         self.resumable = resumable
         self.batchDownloads = batchDownloads
         self.costlyConnections = costlyConnections
+        self.parallelBatches = parallelBatches
     }
 }

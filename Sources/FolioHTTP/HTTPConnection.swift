@@ -10,8 +10,6 @@ import FolioCore
 /// A batch of small files goes out as parallel GETs on extra connections (`download(batch:)`): HTTP/1.1 has
 /// no usable pipelining, so parallel requests are the only way not to pay one round trip per file per worker.
 final class HTTPConnection: SourceConnection {
-    /// The most requests one connection's batch keeps in flight, within the host's cap (`HostGate`).
-    static let batchParallelism = 8
 
     private let client: HTTPClient
     private let easy: CurlEasy
@@ -94,8 +92,8 @@ final class HTTPConnection: SourceConnection {
         }
     }
 
-    /// Fetches a batch's files with up to `batchParallelism` GETs in flight (as many as the host's cap lets
-    /// this worker take without waiting), each file into its own partial file.
+    /// Fetches a batch's files with as many GETs in flight as the host's cap lets this worker take without
+    /// waiting (all of them when it is the only worker), each file into its own partial file.
     ///
     /// Marks complete only a whole `200` that matches the listing (ETag, size, Last-Modified). Anything else —
     /// a redirect, a 429, an error page, a dropped connection, a changed file — is left for the engine to fetch
@@ -116,7 +114,7 @@ final class HTTPConnection: SourceConnection {
             }
         }
         while true {
-            while starting, next < batch.entries.count, inFlight.count < Self.batchParallelism {
+            while starting, next < batch.entries.count, inFlight.count < client.gate.limit {
                 // The first request waits its turn like any other; extra ones go only while slots are free.
                 let admitted = inFlight.isEmpty ? client.gate.enter(cancelled: { batch.isCancelled }) : client.gate.tryEnter()
                 guard admitted else {

@@ -10,8 +10,9 @@ import Synchronization
 /// HEAD that index pages need anyway), so an edit that keeps size and time is still seen. Downloads resume with
 /// `Range` + `If-Range` and refuse a file whose ETag, size or time changed since the listing.
 ///
-/// At most `connections` requests (default `max(transfers, 16)`) are in flight to the host at once: each worker
-/// keeps its connection alive, and a batch of small files takes the free slots for parallel GETs; 429/503 `Retry-After` and `X-RateLimit-*` pause every worker; `requests-per-second` spaces requests.
+/// At most `connections` requests (default `max(transfers, 16)`) are in flight to the host at once: the listing
+/// has that many workers, each download worker keeps its connection alive, and a batch of small files takes the
+/// free slots for parallel GETs; 429/503 `Retry-After` and `X-RateLimit-*` pause every worker; `requests-per-second` spaces requests.
 ///
 /// Symbolic links are the server's business (it serves what they point to), so `ListingOptions.symlinks` does
 /// not apply; index pages carry no ETag for files listed from nginx's JSON format (see `IndexLister`).
@@ -70,10 +71,12 @@ public struct HTTPSource: Source {
                                            requestsPerSecond: settings.requestsPerSecond))
     }
 
-    public var features: SourceFeatures { SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true, batchDownloads: true) }
+    public var features: SourceFeatures { SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true, batchDownloads: true, parallelBatches: true) }
 
     public func snapshot(options: ListingOptions) async throws -> Snapshot {
-        let threads = max(1, options.parallelism)
+        // Why as many listing workers as the host takes requests: each folder is a round trip, and a level of a
+        // few dozen folders then costs one round of them, not several.
+        let threads = max(1, options.parallelism, client.gate.limit)
         var builder: SnapshotBuilder
         switch webdav ?? detected.value.withLock({ $0 }) {
         case true?:

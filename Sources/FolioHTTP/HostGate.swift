@@ -11,7 +11,8 @@ final class HostGate: @unchecked Sendable {
     private var inFlight = 0
     private var pausedUntil = Date.distantPast
     private var nextSlot = Date.distantPast
-    private let limit: Int
+    /// The most requests in flight at once.
+    let limit: Int
     private let spacing: TimeInterval?
 
     init(limit: Int, requestsPerSecond: Double?) {

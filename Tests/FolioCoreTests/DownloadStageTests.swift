@@ -23,8 +23,17 @@ final class DownloadStageTests: XCTestCase {
     }
 
     func testCheapConnectionsUseEveryWorkerTheFilesAllow() {
-        let http = SourceFeatures(mtimePrecision: .second, batchDownloads: true)
-        XCTAssertEqual(DownloadStage.workerCount(for: downloads(Array(repeating: 4_600, count: 1_000)), workers: 8, features: http), 8)
-        XCTAssertEqual(DownloadStage.workerCount(for: downloads([1, 2, 3]), workers: 8, features: http), 3)
+        let cheap = SourceFeatures(mtimePrecision: .second, batchDownloads: true)
+        XCTAssertEqual(DownloadStage.workerCount(for: downloads(Array(repeating: 4_600, count: 1_000)), workers: 8, features: cheap), 8)
+        XCTAssertEqual(DownloadStage.workerCount(for: downloads([1, 2, 3]), workers: 8, features: cheap), 3)
+    }
+
+    func testParallelBatchesTakeOneWorkerPerLargeFileOrFullBatch() {
+        let http = SourceFeatures(mtimePrecision: .second, batchDownloads: true, parallelBatches: true)
+        // 1,000 small files: one batch, which by itself keeps as many GETs in flight as the server takes.
+        XCTAssertEqual(DownloadStage.workerCount(for: downloads(Array(repeating: 4_600, count: 1_000)), workers: 8, features: http), 1)
+        XCTAssertEqual(DownloadStage.jobs(for: downloads(Array(repeating: 4_600, count: 1_000)), workers: 1, batching: true), [0..<1_000])
+        // Large files still get a worker each.
+        XCTAssertEqual(DownloadStage.workerCount(for: downloads(Array(repeating: 8 << 20, count: 30)), workers: 4, features: http), 4)
     }
 }

@@ -89,7 +89,7 @@ final class HTTPMirrorCLITests: XCTestCase {
     }
 
     /// Small files come as parallel GETs from one worker (a batch), each exactly once, with exact contents and
-    /// times: one worker's requests arrive on several connections.
+    /// times: one worker's requests arrive on several connections, as many as the server's cap.
     func testSmallFilesComeAsParallelGETsAndTheMirrorIsExact() throws {
         let server = try NginxServer()
         var expected: [String: [UInt8]] = [:]
@@ -121,6 +121,15 @@ final class HTTPMirrorCLITests: XCTestCase {
         let cappedGets = server.requests(containing: "GET /dav/batch/").dropFirst(before)
         XCTAssertEqual(cappedGets.count, expected.count)
         XCTAssertEqual(Set(cappedGets.compactMap { $0.split(separator: " ").last }).count, 1, "\(cappedGets)")
+
+        // By default the small files are one batch of one worker, which starts as many GETs as the server takes
+        // (16) at once: sixteen connections, no more, whatever the number of workers.
+        let plain = TemporaryDirectory("cli-batch-default")
+        let third = mirror(server.url("dav", "batch/"), plain, ["--transfers", "4"])
+        XCTAssertEqual(third.status, 0, third.stderr)
+        let plainGets = server.requests(containing: "GET /dav/batch/").dropFirst(before + cappedGets.count)
+        XCTAssertEqual(plainGets.count, expected.count)
+        XCTAssertEqual(Set(plainGets.compactMap { $0.split(separator: " ").last }).count, 16, "\(plainGets)")
     }
 
     /// What a batch cannot take — a 429, a redirect, a dropped connection — is fetched alone afterwards, and the
