@@ -107,6 +107,9 @@ final class SSHSession {
         }
     }
 
+    /// Starts the SFTP channel now if it is not yet (so that the next request's time is its round trip alone).
+    func startSFTP() throws(LibSSH2Error) { _ = try sftpChannel() }
+
     func realpath(_ path: [UInt8]) throws(LibSSH2Error) -> [UInt8] { try LibSSH2.realpath(session, try sftpChannel(), path) }
 
     func stat(_ path: [UInt8], followLinks: Bool) throws(LibSSH2Error) -> RemoteAttributes {
