@@ -20,6 +20,7 @@ struct IndexLister: Sendable {
             switch job {
             case .folder(let folder): try list(folder, easy: easy, walk: walk)
             case .head(let file): try head(file, easy: easy, walk: walk)
+            case .rootDepthOne: return
             }
         }
     }

@@ -13,6 +13,8 @@ final class ListingWalk: @unchecked Sendable {
         case folder(RelativePath)
         /// Complete a file's entry (size, time, ETag) with a HEAD: for index pages that do not give them.
         case head(RelativePath)
+        /// List the root's children with `Depth: 1` while the root's worker asks for `Depth: infinity` (WebDAV).
+        case rootDepthOne
     }
 
     /// What a job does; `walk` takes its results. A thrown `SourceError` fails the whole listing when it is
@@ -98,6 +100,7 @@ final class ListingWalk: @unchecked Sendable {
             } catch let error as SourceError {
                 switch job {
                 case .folder(let path) where path.isRoot: stop(error)
+                case .rootDepthOne: stop(error)
                 case _ where error.failsRun: stop(error)
                 case .folder(let path), .head(let path): add([], issues: [ListingIssue(path: path.description, kind: .unreadable(error.message))])
                 }

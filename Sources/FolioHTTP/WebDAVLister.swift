@@ -3,8 +3,9 @@ import Foundation
 
 /// Lists a WebDAV tree with PROPFIND, asking only for the four properties Folio uses.
 ///
-/// It first tries one `Depth: infinity` request at the root (one round trip for the whole tree); servers that
-/// refuse it (403, as nginx and Apache do by default) are walked with `Depth: 1` per folder, many in flight.
+/// It first tries one `Depth: infinity` request at the root (one round trip for the whole tree), with the root's
+/// `Depth: 1` request alongside (`RootDepthOne`); servers that refuse infinity (403, as nginx and Apache do by
+/// default) are walked with `Depth: 1` per folder from there, many in flight.
 /// When the server's kind is not known yet, that first request is also the probe for WebDAV (see `probing`).
 /// Every href must name the folder itself or one child of it (or, for infinity, a path below the root);
 /// anything else makes the folder's listing a protocol error, never a path.
@@ -30,23 +31,34 @@ struct WebDAVLister: Sendable {
 
     /// Lists the whole tree.
     func snapshot(threads: Int) async throws -> SnapshotBuilder {
-        try await ListingWalk.run(threads: threads, root: .folder(.root)) { job, easy, walk in
-            guard case .folder(let folder) = job else { return }
-            try list(folder, easy: easy, walk: walk)
+        let rootDepthOne = RootDepthOne()
+        return try await ListingWalk.run(threads: threads, root: .folder(.root)) { job, easy, walk in
+            switch job {
+            case .folder(let folder): try list(folder, easy: easy, walk: walk, rootDepthOne: rootDepthOne)
+            case .rootDepthOne: rootDepthOne.runIfWaiting { try propfind(.root, depth: "1", easy: easy, walk: walk) ?? [] }
+            case .head: return
+            }
         }
     }
 
-    private func list(_ folder: RelativePath, easy: CurlEasy, walk: ListingWalk) throws {
-        if folder.isRoot, let responses = try propfind(.root, depth: "infinity", easy: easy, walk: walk) {
-            let folders = try take(responses, in: .root, infinite: true, walk: walk)
-            // A server that quietly answers infinity with depth 1 would hide the tree's deeper levels: when
-            // nothing deeper than the root's children came back, list those subfolders one by one.
-            if !folders.isEmpty, !folders.contains(where: { $0.depth > 1 }), !responsesGoDeeper(responses) {
-                folders.forEach { walk.push(.folder($0)) }
+    private func list(_ folder: RelativePath, easy: CurlEasy, walk: ListingWalk, rootDepthOne: RootDepthOne) throws {
+        let responses: [MultistatusParser.Response]
+        if folder.isRoot {
+            walk.push(.rootDepthOne)
+            if let all = try propfind(.root, depth: "infinity", easy: easy, walk: walk) {
+                rootDepthOne.drop()
+                let folders = try take(all, in: .root, infinite: true, walk: walk)
+                // A server that quietly answers infinity with depth 1 would hide the tree's deeper levels: when
+                // nothing deeper than the root's children came back, list those subfolders one by one.
+                if !folders.isEmpty, !folders.contains(where: { $0.depth > 1 }), !responsesGoDeeper(all) {
+                    folders.forEach { walk.push(.folder($0)) }
+                }
+                return
             }
-            return
+            responses = try rootDepthOne.result { try propfind(.root, depth: "1", easy: easy, walk: walk) ?? [] }
+        } else {
+            responses = try propfind(folder, depth: "1", easy: easy, walk: walk) ?? []
         }
-        let responses = try propfind(folder, depth: "1", easy: easy, walk: walk) ?? []
         for subfolder in try take(responses, in: folder, infinite: false, walk: walk) { walk.push(.folder(subfolder)) }
     }
 
