@@ -19,7 +19,7 @@ final class StubServer: @unchecked Sendable {
     init() throws {
         folder = TemporaryDirectory("stub")
         port = try LoopbackServer.freePort()
-        try Self.script.write(toFile: folder.path("stub.py"), atomically: true, encoding: .utf8)
+        try Self.script.write(toFile: folder.path("stub.py"), atomically: false, encoding: .utf8)
         let python = FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : "python3"
         let spawned = try LoopbackServer.spawn(python, [folder.path("stub.py"), String(port), logPath], output: folder.path("stub.log"))
         pid = spawned

@@ -153,7 +153,7 @@ final class TarBatchTests: SFTPTestCase {
         }
         let archive = folder.path("archive.tar")
         let list = Self.names.joined(separator: "\0") + "\0"
-        try list.write(toFile: folder.path("list"), atomically: true, encoding: .utf8)
+        try list.write(toFile: folder.path("list"), atomically: false, encoding: .utf8)
         let tar = Process()
         tar.executableURL = URL(fileURLWithPath: "/bin/tar")
         tar.currentDirectoryURL = URL(fileURLWithPath: folder.path)

@@ -25,7 +25,7 @@ public final class ApacheServer: @unchecked Sendable {
         chmod(folder.path("lock"), 0o777)  // the DAV lock database is written by the www-data workers
         port = try LoopbackServer.freePort()
         let hash = try LoopbackServer.run("python3", ["-c", "import hashlib; print(hashlib.md5(b'folio:folio:\(password)').hexdigest())"])
-        try "folio:folio:\(hash.trimmingCharacters(in: .whitespacesAndNewlines))\n".write(toFile: folder.path("htdigest"), atomically: true, encoding: .utf8)
+        try "folio:folio:\(hash.trimmingCharacters(in: .whitespacesAndNewlines))\n".write(toFile: folder.path("htdigest"), atomically: false, encoding: .utf8)
         try writeConfig()
         try start()
     }
@@ -103,6 +103,6 @@ public final class ApacheServer: @unchecked Sendable {
             </Location>
 
             """
-        try config.write(toFile: folder.path("httpd.conf"), atomically: true, encoding: .utf8)
+        try config.write(toFile: folder.path("httpd.conf"), atomically: false, encoding: .utf8)
     }
 }

@@ -30,7 +30,7 @@ public final class NginxServer: @unchecked Sendable {
         self.tls = tls
         if tls { certificatePath = try LoopbackServer.makeCertificate(in: folder.path).certificate }
         let hash = try LoopbackServer.run("/usr/bin/openssl", ["passwd", "-apr1", password]).trimmingCharacters(in: .whitespacesAndNewlines)
-        try "folio:\(hash)\n".write(toFile: folder.path("htpasswd"), atomically: true, encoding: .utf8)
+        try "folio:\(hash)\n".write(toFile: folder.path("htpasswd"), atomically: false, encoding: .utf8)
         try writeConfig()
         try start()
     }
@@ -102,6 +102,6 @@ public final class NginxServer: @unchecked Sendable {
             }
 
             """
-        try config.write(toFile: folder.path("nginx.conf"), atomically: true, encoding: .utf8)
+        try config.write(toFile: folder.path("nginx.conf"), atomically: false, encoding: .utf8)
     }
 }

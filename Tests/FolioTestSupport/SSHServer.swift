@@ -142,7 +142,7 @@ public final class SSHServer: @unchecked Sendable {
 
     private func writeKnownHosts() throws {
         let publicKey = try String(contentsOfFile: hostKeyPath + ".pub", encoding: .utf8).split(separator: " ").prefix(2).joined(separator: " ")
-        try "[\(host)]:\(port) \(publicKey)\n".write(toFile: knownHostsPath, atomically: true, encoding: .utf8)
+        try "[\(host)]:\(port) \(publicKey)\n".write(toFile: knownHostsPath, atomically: false, encoding: .utf8)
     }
 
     private func writeConfig() throws {
@@ -156,7 +156,7 @@ public final class SSHServer: @unchecked Sendable {
         if sftpSubsystem { lines.append("Subsystem sftp internal-sftp") }
         if forceInternalSFTP { lines.append("ForceCommand internal-sftp") }
         if let commandPath { lines.append("SetEnv PATH=\(commandPath)") }
-        try (lines.joined(separator: "\n") + "\n").write(toFile: configPath, atomically: true, encoding: .utf8)
+        try (lines.joined(separator: "\n") + "\n").write(toFile: configPath, atomically: false, encoding: .utf8)
     }
 
     public struct ServerError: Error, CustomStringConvertible {
