@@ -23,9 +23,9 @@ enum ExecListing {
     }
 
     /// What the listing writes to stdin when a command follows it (which must not see EOF): an SFTP `INIT`
-    /// packet, which the shell reads and drops after the listing. Why this packet: on an account whose every command is
-    /// the SFTP server (`ForceCommand internal-sftp`), it gets an answer at once, which the listing then refuses,
-    /// instead of waiting for a server that waits for input.
+    /// packet, which the shell reads and drops after the listing. Why this packet: on an account whose every
+    /// command is the SFTP server (`ForceCommand internal-sftp`), it gets an answer at once, which the listing
+    /// then refuses, instead of waiting for a server that waits for input.
     static let probe: [UInt8] = [0, 0, 0, 5, 1, 0, 0, 0, 3]
 
     /// Runs the listing on a new channel of `session` and parses its output; nil when the output is incomplete,
