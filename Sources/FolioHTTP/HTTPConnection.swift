@@ -10,7 +10,6 @@ import FolioCore
 /// A batch of small files goes out as parallel GETs on extra connections (`download(batch:)`): HTTP/1.1 has
 /// no usable pipelining, so parallel requests are the only way not to pay one round trip per file per worker.
 final class HTTPConnection: SourceConnection {
-
     private let client: HTTPClient
     private let easy: CurlEasy
     /// The batch's transfers and their live connections, kept from one batch to the next.

@@ -76,7 +76,7 @@ public struct HTTPSource: Source {
     public func snapshot(options: ListingOptions) async throws -> Snapshot {
         // Why as many listing workers as the host takes requests: each folder is a round trip, and a level of a
         // few dozen folders then costs one round of them, not several.
-        let threads = max(1, options.parallelism, client.gate.limit)
+        let threads = max(options.parallelism, client.gate.limit)
         var builder: SnapshotBuilder
         switch webdav ?? detected.value.withLock({ $0 }) {
         case true?:

@@ -16,7 +16,7 @@ enum ExecListing {
     /// Why the root is resolved here: asking SFTP (realpath, then stat) first would cost three round trips to
     /// start the subsystem and two for the requests, before the listing could start.
     static func command(root: [UInt8], then next: String?) -> String {
-        let quoted = "'" + String(decoding: root, as: UTF8.self).replacingOccurrences(of: "'", with: "'\\''") + "'"
+        let quoted = SFTPEndpoint.shellQuoted(String(decoding: root, as: UTF8.self))
         let listing = "CDPATH= cd -P -- \(quoted) 2>/dev/null && pwd -P && printf '\\0' && LC_ALL=C find . -mindepth 1 -printf '%y\\0%s\\0%T@\\0%P\\0' 2>/dev/null && printf '\(String(decoding: endMarker, as: UTF8.self))\\0'"
         guard let next else { return listing }
         return "\(listing) && head -c \(probe.count) >/dev/null && \(next)"

@@ -43,4 +43,9 @@ struct SFTPEndpoint: Sendable {
     static func expandingHome(_ path: String) -> String {
         path.hasPrefix("~/") ? currentUser.home + String(path.dropFirst(1)) : path
     }
+
+    /// A remote path as one POSIX shell word, for the commands run over exec: in single quotes, each `'` as `'\''`.
+    static func shellQuoted(_ path: String) -> String {
+        "'" + path.replacingOccurrences(of: "'", with: "'\\''") + "'"
+    }
 }

@@ -28,8 +28,7 @@ final class TarBatch: Sendable {
 
     /// The shell command: into the root, then `tarCommand`.
     var command: String {
-        let quoted = "'" + rootPath.replacingOccurrences(of: "'", with: "'\\''") + "'"
-        return "cd \(quoted) && \(Self.tarCommand)"
+        "cd \(SFTPEndpoint.shellQuoted(rootPath)) && \(Self.tarCommand)"
     }
 
     /// Streams `batch`'s files and marks the ones that arrived whole and as listed. Throws when the connection
