@@ -83,7 +83,7 @@ final class CurlEasy {
     }()
 
     /// Loads and initialises libcurl on first use; every easy and multi handle calls it first.
-    fileprivate static func initialize() throws(SourceError) {
+    static func initialize() throws(SourceError) {
         try globalInit.get()
     }
 

@@ -15,6 +15,12 @@ public struct SFTPSource: Source {
     var listingMethod: SFTPLister.Method = .automatic
     private let location: SourceLocation
 
+    /// Loads and initialises libssh2 now rather than when the source is made (blocking: call it off the
+    /// cooperative pool). A failure is kept and thrown when the source is made.
+    public static func loadLibrary() {
+        _ = try? LibSSH2.initialize()
+    }
+
     /// Builds the source without touching the network. `timeout` (seconds) bounds connecting and every
     /// operation. `transfers` (the engine's download workers, each opening a connection) bounds how many listing
     /// sessions are kept open for them. `symlinks` is accepted for symmetry with the other sources: listing

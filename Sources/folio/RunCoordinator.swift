@@ -15,6 +15,7 @@ struct RunCoordinator {
     let waitForLock: Bool
 
     func run(_ targets: [TargetConfig]) async -> ExitStatus {
+        SourceFactory.preloadLibraries(for: targets)
         let database: StateDatabase
         do {
             database = try StateDatabase(directory: stateDirectory)
