@@ -47,11 +47,23 @@ final class Installer: Sendable {
         var since = Date()
         /// Whether the installer queue has a drain scheduled or running.
         var draining = false
+        /// How many waiting files start the next install: `firstBatch`, doubling with each batch up to
+        /// `mostWaiting`.
+        var batchFiles = Installer.firstBatch
 
         /// Whether the waiting files should be installed now rather than wait for more.
         var isDue: Bool {
             guard let last = items.last else { return false }
-            return items.count >= Installer.eagerFiles || last.bytes >= 8 << 20 || Date().timeIntervalSince(since) >= Installer.longestWait
+            return items.count >= batchFiles || last.bytes >= 8 << 20 || Date().timeIntervalSince(since) >= Installer.longestWait
+        }
+
+        /// Takes the waiting files for an install.
+        mutating func takeBatch() -> [Sealed] {
+            defer {
+                items = []
+                batchFiles = min(batchFiles * 2, Installer.mostWaiting)
+            }
+            return items
         }
     }
 
@@ -64,30 +76,39 @@ final class Installer: Sendable {
         self.progress = progress
     }
 
-    /// How many waiting files start an install. Why not one: each install costs two `syncfs` (a device cache
-    /// flush each), and the files that arrive during one install wait for the next, so batches grow as the
-    /// disk slows down. Why not thousands: the flush then overlaps the downloads instead of following them
-    /// (1,000 small local files: 0.116 -> 0.108 s, median of 20 runs each).
-    static let eagerFiles = 64
+    /// How many waiting files start a run's first install; each later batch is twice the one before, up to
+    /// `mostWaiting`. Why start small: the flush then overlaps the downloads instead of following them (1,000
+    /// small local files: 0.116 -> 0.108 s, median of 20 runs each). Why grow: each install costs two `syncfs`
+    /// (a device cache flush each, and the folders' and inode tables' blocks written again), so a long run needs
+    /// large batches (100,000 small files: batches of 256 took 10-11 s, of 2,048 7-7.5 s).
+    static let firstBatch = 64
     /// The longest a downloaded file waits for others before it is installed (so a long download does not
     /// hold back the small files finished beside it).
     static let longestWait: TimeInterval = 0.25
 
+    /// The largest batch, and how many files may wait while an install runs before the workers that add more
+    /// wait for it. Why a bound: workers that seal files faster than the disk takes them would otherwise pile up
+    /// files (and their records) without end: 100,000 small local files peaked at 56 MB instead of 43.
+    static let mostWaiting = 2_048
+
     /// Queues a sealed file; the installer queue puts the waiting files in place once enough have come (or a
-    /// large one, or once the oldest has waited `longestWait`), while the workers go on downloading.
+    /// large one, or once the oldest has waited `longestWait`), while the workers go on downloading. Blocks
+    /// while `mostWaiting` files wait for an install already under way.
     func add(_ sealed: Sealed) {
-        let (start, wakeAt) = pending.withLock { state -> (Bool, Date?) in
+        let (start, wakeAt, mustWait) = pending.withLock { state -> (Bool, Date?, Bool) in
             if state.items.isEmpty { state.since = Date() }
             state.items.append(sealed)
-            guard !state.draining else { return (false, nil) }
+            guard !state.draining else { return (false, nil, state.items.count >= Self.mostWaiting) }
             if state.isDue {
                 state.draining = true
-                return (true, nil)
+                return (true, nil, false)
             }
-            return (false, state.items.count == 1 ? state.since + Self.longestWait : nil)
+            return (false, state.items.count == 1 ? state.since + Self.longestWait : nil, false)
         }
         if start { queue.async { self.drain() } }
         if let wakeAt { wake(at: wakeAt) }
+        // Waits for the drain under way to end (it takes what waits before it ends); never called on `queue`.
+        if mustWait { queue.sync {} }
     }
 
     /// Installs batches while they are due; then, if files still wait, comes back when the oldest is due.
@@ -95,10 +116,7 @@ final class Installer: Sendable {
     private func drain() {
         while true {
             let (batch, wakeAt) = pending.withLock { state -> ([Sealed]?, Date?) in
-                if state.isDue {
-                    defer { state.items = [] }
-                    return (state.items, nil)
-                }
+                if state.isDue { return (state.takeBatch(), nil) }
                 state.draining = false
                 return (nil, state.items.isEmpty ? nil : state.since + Self.longestWait)
             }
@@ -150,10 +168,7 @@ final class Installer: Sendable {
     /// Installs what is left, after any batch already under way, and returns the totals. Blocking.
     func finish() -> Tally {
         queue.sync {
-            let rest = pending.withLock { state in
-                defer { state.items = [] }
-                return state.items
-            }
+            let rest = pending.withLock { $0.takeBatch() }
             return tally.withLock { tally in
                 if !rest.isEmpty { install(rest, into: &tally) }
                 return tally
