@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 /// Puts downloaded files in place in batches (group commit): one `syncfs` before and after a batch of renames
-/// instead of two fsyncs per file, then one state-database commit for the batch.
+/// instead of two fsyncs per file; then hands their records to the `StateCommitter`.
 ///
 /// Why it stays safe: a file is renamed only after the flush that made its data durable; a crash before the
 /// rename leaves a complete partial file that the next run installs without fetching it again.
@@ -43,25 +43,38 @@ final class Installer: Sendable {
 
     private struct Pending: Sendable {
         var items: [Sealed] = []
-        /// When the oldest waiting file was queued.
-        var since = Date()
+        /// When the oldest waiting file was queued. Monotonic, like the queue's timers: a wall clock set back
+        /// would make waiting files look younger than they are.
+        var since = DispatchTime.now()
+        /// Whether a large file waits (it is installed at once: it is a long download's whole result).
+        var holdsLargeFile = false
         /// Whether the installer queue has a drain scheduled or running.
         var draining = false
-        /// How many waiting files start the next install: `firstBatch`, doubling with each batch up to
-        /// `mostWaiting`.
-        var batchFiles = Installer.firstBatch
+        /// How many waiting files start the next install: `firstBatch`, then twice the largest batch taken so
+        /// far, up to `mostWaiting`.
+        var installAt = Installer.firstBatch
+
+        /// When the oldest waiting file is due however few wait.
+        var dueTime: DispatchTime { since + Installer.longestWait }
 
         /// Whether the waiting files should be installed now rather than wait for more.
         var isDue: Bool {
-            guard let last = items.last else { return false }
-            return items.count >= batchFiles || last.bytes >= 8 << 20 || Date().timeIntervalSince(since) >= Installer.longestWait
+            !items.isEmpty && (items.count >= installAt || holdsLargeFile || DispatchTime.now() >= dueTime)
         }
 
-        /// Takes the waiting files for an install.
+        mutating func add(_ sealed: Sealed) {
+            if items.isEmpty { since = .now() }
+            items.append(sealed)
+            if sealed.bytes >= 8 << 20 { holdsLargeFile = true }
+        }
+
+        /// Takes the waiting files for an install. Why grow from the size taken: a batch of one (a large file,
+        /// or one the timer found alone) says nothing about the run's pace and must not end the small batches.
         mutating func takeBatch() -> [Sealed] {
             defer {
+                installAt = min(max(installAt, items.count * 2), Installer.mostWaiting)
                 items = []
-                batchFiles = min(batchFiles * 2, Installer.mostWaiting)
+                holdsLargeFile = false
             }
             return items
         }
@@ -84,41 +97,47 @@ final class Installer: Sendable {
     static let firstBatch = 64
     /// The longest a downloaded file waits for others before it is installed (so a long download does not
     /// hold back the small files finished beside it).
-    static let longestWait: TimeInterval = 0.25
+    static let longestWait = DispatchTimeInterval.milliseconds(250)
 
-    /// The largest batch, and how many files may wait while an install runs before the workers that add more
-    /// wait for it. Why a bound: workers that seal files faster than the disk takes them would otherwise pile up
-    /// files (and their records) without end: 100,000 small local files peaked at 56 MB instead of 43.
+    /// How many files may wait while an install runs before the workers that add more wait for it (a batch is
+    /// then at most this plus one per worker). Why a bound: workers that seal files faster than the disk takes
+    /// them would otherwise pile up files (and their records) without end: 100,000 small local files peaked at
+    /// 56 MB instead of 43.
     static let mostWaiting = 2_048
 
     /// Queues a sealed file; the installer queue puts the waiting files in place once enough have come (or a
     /// large one, or once the oldest has waited `longestWait`), while the workers go on downloading. Blocks
     /// while `mostWaiting` files wait for an install already under way.
     func add(_ sealed: Sealed) {
-        let (start, wakeAt, mustWait) = pending.withLock { state -> (Bool, Date?, Bool) in
-            if state.items.isEmpty { state.since = Date() }
-            state.items.append(sealed)
+        let (start, wakeAt, mustWait) = pending.withLock { state -> (Bool, DispatchTime?, Bool) in
+            state.add(sealed)
             guard !state.draining else { return (false, nil, state.items.count >= Self.mostWaiting) }
             if state.isDue {
                 state.draining = true
                 return (true, nil, false)
             }
-            return (false, state.items.count == 1 ? state.since + Self.longestWait : nil, false)
+            // Why only the first: while files wait and no drain is under way, one timer is always set, by the
+            // add that found the list empty or by the drain that left files behind.
+            return (false, state.items.count == 1 ? state.dueTime : nil, false)
         }
         if start { queue.async { self.drain() } }
         if let wakeAt { wake(at: wakeAt) }
-        // Waits for the drain under way to end (it takes what waits before it ends); never called on `queue`.
-        if mustWait { queue.sync {} }
+        if mustWait {
+            // Waits for the drain under way to end (it takes what waits before it ends). Workers run on their
+            // own queues, never on this one, so this cannot wait for itself.
+            dispatchPrecondition(condition: .notOnQueue(queue))
+            queue.sync {}
+        }
     }
 
     /// Installs batches while they are due; then, if files still wait, comes back when the oldest is due.
     /// Runs on the installer queue.
     private func drain() {
         while true {
-            let (batch, wakeAt) = pending.withLock { state -> ([Sealed]?, Date?) in
+            let (batch, wakeAt) = pending.withLock { state -> ([Sealed]?, DispatchTime?) in
                 if state.isDue { return (state.takeBatch(), nil) }
                 state.draining = false
-                return (nil, state.items.isEmpty ? nil : state.since + Self.longestWait)
+                return (nil, state.items.isEmpty ? nil : state.dueTime)
             }
             guard let batch else {
                 if let wakeAt { wake(at: wakeAt) }
@@ -128,8 +147,8 @@ final class Installer: Sendable {
         }
     }
 
-    private func wake(at date: Date) {
-        queue.asyncAfter(deadline: .now() + max(0, date.timeIntervalSinceNow)) {
+    private func wake(at time: DispatchTime) {
+        queue.asyncAfter(deadline: time) {
             let start = self.pending.withLock { state -> Bool in
                 guard !state.draining, !state.items.isEmpty else { return false }
                 state.draining = true
@@ -167,7 +186,8 @@ final class Installer: Sendable {
 
     /// Installs what is left, after any batch already under way, and returns the totals. Blocking.
     func finish() -> Tally {
-        queue.sync {
+        dispatchPrecondition(condition: .notOnQueue(queue))
+        return queue.sync {
             let rest = pending.withLock { $0.takeBatch() }
             return tally.withLock { tally in
                 if !rest.isEmpty { install(rest, into: &tally) }
