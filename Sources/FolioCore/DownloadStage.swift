@@ -49,7 +49,7 @@ struct DownloadStage: Sendable {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             group.notify(queue: .global()) { continuation.resume() }
         }
-        let tally = await SyncEngine.offPool { installer.finish() }
+        let tally = await Blocking.run { installer.finish() }
         var result = outcome.withLock { $0 }
         result.downloaded = tally.downloaded
         result.updated = tally.updated

@@ -250,7 +250,7 @@ public struct SyncEngine: Sendable {
             }
         }
         for update in plan.recordUpdates { committer.add(update) }
-        await Self.offPool { committer.flush() }
+        await Blocking.run { committer.flush() }
         if let error = committer.error { throw StateError(error) }
         destination.purgeTrash(olderThan: target.trashDays)
         report.result = .synced
@@ -344,13 +344,6 @@ public struct SyncEngine: Sendable {
 
     private static func scan(_ destination: Destination?, exclude: ExcludeFilter, threads: Int) async -> TreeWalker.Result {
         guard let destination else { return TreeWalker.Result(items: [], issues: []) }
-        return await offPool { destination.scan(exclude: exclude, threads: threads) }
-    }
-
-    /// Runs blocking work on a dispatch queue, never on the cooperative pool.
-    static func offPool<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: work()) }
-        }
+        return await Blocking.run { destination.scan(exclude: exclude, threads: threads) }
     }
 }

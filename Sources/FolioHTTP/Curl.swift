@@ -82,7 +82,8 @@ final class CurlEasy {
         return .success(())
     }()
 
-    /// Loads and initialises libcurl on first use; every easy and multi handle calls it first.
+    /// Loads and initialises libcurl once; the run's preload calls it, and every easy and multi handle calls it
+    /// first.
     static func initialize() throws(SourceError) {
         try globalInit.get()
     }

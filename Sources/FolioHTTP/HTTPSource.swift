@@ -28,18 +28,18 @@ public struct HTTPSource: Source {
     private let detected = DetectedMode()
     private let insecureTLS: Bool
 
-    /// Builds the source without touching the network; reads the secret and CA files named in `settings`.
-    ///
-    /// - Parameters:
-    ///   - location: an `.http` location.
-    ///   - timeout: seconds to connect, and seconds without a byte before a transfer counts as stalled.
-    ///   - transfers: the number of download workers (each opens one connection).
     /// Loads and initialises libcurl now rather than at the first request (blocking: call it off the cooperative
     /// pool). A failure is kept and thrown by the first request.
     public static func loadLibrary() {
         _ = try? CurlEasy.initialize()
     }
 
+    /// Builds the source without touching the network; reads the secret and CA files named in `settings`.
+    ///
+    /// - Parameters:
+    ///   - location: an `.http` location.
+    ///   - timeout: seconds to connect, and seconds without a byte before a transfer counts as stalled.
+    ///   - transfers: the number of download workers (each opens one connection).
     public init(location: SourceLocation, settings: SourceSettings, timeout: Int, transfers: Int) throws {
         guard case .http(let secure, let host, let port, let path, let url) = location.kind else {
             throw SourceError(.protocolViolation, "\(location) is not an http:// or https:// URL")

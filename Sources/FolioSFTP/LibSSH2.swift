@@ -8,9 +8,9 @@ import Glibc
 /// The handles are plain `OpaquePointer`s; their owners (`SSHSession`, `SFTPFile`) guarantee that one handle is
 /// only ever used from one serial queue at a time, as libssh2 requires.
 enum LibSSH2 {
-    /// Why a static let: Swift runs it exactly once, thread-safely, the first time any source is created, which is
-    /// before any worker opens a session (libssh2_init is not thread-safe, and no libssh2 function may run before
-    /// the library is loaded).
+    /// Why a static let: Swift runs it exactly once, thread-safely, at the first `initialize` (the run's preload,
+    /// or the first source created), which is before any worker opens a session (libssh2_init is not
+    /// thread-safe, and no libssh2 function may run before the library is loaded).
     private static let initResult: Result<Void, SourceError> = {
         if let problem = folio_ssh2_load() {
             return .failure(SourceError(.localIO, "cannot load libssh2, which SFTP needs (\(String(cString: problem))); install the libssh2-1 package"))

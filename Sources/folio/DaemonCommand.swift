@@ -45,10 +45,11 @@ struct DaemonCommand: AsyncParsableCommand {
         let level = Logger.Level(rawValue: loaded.logLevel) ?? .info
         let logger = Logger(label: "folio") { _ in JournalLogHandler(level: level) }
         let directory = StateLocation.directory(configured: loaded.stateDirectory)
+        let opened = await Blocking.run { Result { () throws(StateError) in try StateDatabase(directory: directory) } }
         let database: StateDatabase
-        do {
-            database = try StateDatabase(directory: directory)
-        } catch {
+        switch opened {
+        case .success(let opened): database = opened
+        case .failure(let error):
             logger.critical("\(error.message)")
             throw ExitStatus.runFailed.exitCode
         }

@@ -15,11 +15,21 @@ struct RunCoordinator {
     let waitForLock: Bool
 
     func run(_ targets: [TargetConfig]) async -> ExitStatus {
-        SourceFactory.preloadLibraries(for: targets)
+        let loading = SourceFactory.preloadLibraries(for: targets)
+        let status = await runTargets(targets)
+        // Why wait: a run that fails at once (no state database, a busy target) would otherwise exit while a
+        // library is still loading on another thread, and run the libraries' destructors under it.
+        await withCheckedContinuation { continuation in loading.notify(queue: .global()) { continuation.resume() } }
+        return status
+    }
+
+    private func runTargets(_ targets: [TargetConfig]) async -> ExitStatus {
+        let directory = stateDirectory
+        let opened = await Blocking.run { Result { () throws(StateError) in try StateDatabase(directory: directory) } }
         let database: StateDatabase
-        do {
-            database = try StateDatabase(directory: stateDirectory)
-        } catch {
+        switch opened {
+        case .success(let opened): database = opened
+        case .failure(let error):
             FileHandle.standardError.write(Data("folio: \(error.message)\n".utf8))
             return .runFailed
         }
@@ -45,21 +55,19 @@ struct RunCoordinator {
     private func runOne(_ target: TargetConfig, engine: SyncEngine, stopper: SignalStopper) async -> RunReport {
         let source: any Source
         do {
-            source = try SourceFactory.make(for: target)
+            source = try await SourceFactory.make(for: target)
         } catch {
             return failed(target, "\(error)")
         }
         let directory = stateDirectory
         let wait = waitForLock
         let reporter = self.reporter
-        let lock: Result<TargetLock, TargetLock.Failure> = await withCheckedContinuation { continuation in
-            // flock blocks: off the cooperative pool.
-            DispatchQueue.global().async {
-                continuation.resume(returning: Result { () throws(TargetLock.Failure) -> TargetLock in
-                    try TargetLock.acquire(target: target.name, stateDirectory: directory, wait: wait) { holder in
-                        reporter.note("\(holder); waiting (use --no-wait to give up instead)")
-                    }
-                })
+        // flock blocks: off the cooperative pool.
+        let lock = await Blocking.run {
+            Result { () throws(TargetLock.Failure) -> TargetLock in
+                try TargetLock.acquire(target: target.name, stateDirectory: directory, wait: wait) { holder in
+                    reporter.note("\(holder); waiting (use --no-wait to give up instead)")
+                }
             }
         }
         switch lock {

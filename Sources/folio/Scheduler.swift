@@ -67,7 +67,7 @@ actor Scheduler: Service {
         // Trap SIGHUP before READY=1: a reload sent as soon as systemd sees us up must not kill the process.
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let database = self.database
-        let lastRuns = await Self.offPool { (try? database.lastRuns()) ?? [:] }
+        let lastRuns = await Blocking.run { (try? database.lastRuns()) ?? [:] }
         schedule(config, lastRuns: lastRuns)
         let logger = reporter.logger
         logger.notice("folio daemon started: \(Self.count(slots.count, "automatic target")) from \(configPath), state in \(stateDirectory)")
@@ -217,17 +217,15 @@ actor Scheduler: Service {
     private nonisolated func attempt(_ target: TargetConfig) async -> Outcome {
         let source: any Source
         do {
-            source = try SourceFactory.make(for: target)
+            source = try await SourceFactory.make(for: target)
         } catch {
             return .ran(failedToStart(target, "\(error)"))
         }
         let directory = stateDirectory
-        let lock: Result<TargetLock, TargetLock.Failure> = await withCheckedContinuation { continuation in
-            // open and flock: off the cooperative pool. Never waits: a busy target is retried later.
-            DispatchQueue.global().async {
-                continuation.resume(returning: Result { () throws(TargetLock.Failure) -> TargetLock in
-                    try TargetLock.acquire(target: target.name, stateDirectory: directory, wait: false) { _ in }
-                })
+        // open and flock: off the cooperative pool. Never waits: a busy target is retried later.
+        let lock = await Blocking.run {
+            Result { () throws(TargetLock.Failure) -> TargetLock in
+                try TargetLock.acquire(target: target.name, stateDirectory: directory, wait: false) { _ in }
             }
         }
         switch lock {
@@ -260,7 +258,7 @@ actor Scheduler: Service {
     private func reload() async {
         notifier?.send("RELOADING=1")
         let path = configPath
-        let loaded = await Self.offPool { Result { () throws(ConfigError) -> Config in try Config.load(path: path) } }
+        let loaded = await Blocking.run { Result { () throws(ConfigError) -> Config in try Config.load(path: path) } }
         switch loaded {
         case .failure(let error):
             reporter.logger.error("reload failed, keeping the previous configuration: \(error)")
@@ -373,12 +371,5 @@ actor Scheduler: Service {
             out.append(digit)
         }
         return out
-    }
-
-    /// Runs blocking work (SQLite, file reads) on a dispatch queue, never on the cooperative pool.
-    private static func offPool<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: work()) }
-        }
     }
 }

@@ -5,7 +5,12 @@ import FolioSFTP
 
 /// Builds the `Source` for a target from its `source` text. The only place that knows every transport.
 enum SourceFactory {
-    static func make(for target: TargetConfig) throws -> any Source {
+    /// Builds the target's source off the cooperative pool: making one reads key, password and CA files.
+    static func make(for target: TargetConfig) async throws -> any Source {
+        try await Blocking.run { Result { try build(target) } }.get()
+    }
+
+    private static func build(_ target: TargetConfig) throws -> any Source {
         let location: SourceLocation
         do {
             location = try SourceLocation(parsing: target.source)
@@ -23,11 +28,12 @@ enum SourceFactory {
         }
     }
 
-    /// Starts loading the C libraries the targets' sources need, each on a background thread: libcurl brings 32
+    /// Starts loading the C libraries the targets' sources need on a background thread: libcurl brings 32
     /// shared libraries (6-7 ms to load here) and libssh2 about 2 ms. Why: loaded on first use, they delayed the
-    /// first request; loaded now, they overlap opening the state database and taking the target's lock. A
-    /// library that fails to load says so when the source is made, as before.
-    static func preloadLibraries(for targets: [TargetConfig]) {
+    /// run; loaded now, they overlap opening the state database. Why one after the other: Debian's libcurl
+    /// initialises libssh2 too, and `libssh2_init` is not thread-safe. A library that fails to load still says
+    /// so, in the same words, when the run first uses it. The group ends when loading does.
+    static func preloadLibraries(for targets: [TargetConfig]) -> DispatchGroup {
         var http = false
         var sftp = false
         for target in targets {
@@ -37,7 +43,13 @@ enum SourceFactory {
             default: break
             }
         }
-        if http { DispatchQueue.global().async { HTTPSource.loadLibrary() } }
-        if sftp { DispatchQueue.global().async { SFTPSource.loadLibrary() } }
+        let loading = DispatchGroup()
+        if http || sftp {
+            DispatchQueue.global().async(group: loading) { [http, sftp] in
+                if sftp { SFTPSource.loadLibrary() }
+                if http { HTTPSource.loadLibrary() }
+            }
+        }
+        return loading
     }
 }

@@ -4,7 +4,7 @@ import FolioState
 import Foundation
 
 /// `folio status [--json]`: each target's last run, from the state database.
-struct StatusCommand: AsyncParsableCommand {
+struct StatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
         abstract: "Show each target's last run, whether it is running now, and when the daemon runs it next.")
@@ -15,7 +15,7 @@ struct StatusCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "One JSON object per target, one per line.")
     var json = false
 
-    func run() async throws {
+    func run() throws {
         let path = Config.location(explicit: config)
         // Status works without a configuration too (after `folio mirror`), from the state database alone.
         let loaded: Config?

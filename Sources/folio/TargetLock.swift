@@ -4,8 +4,9 @@ import Glibc
 
 /// One run per target at a time, across processes: an exclusive `flock` on `<state-dir>/locks/<target>.lock`,
 /// shared by `folio sync --now`, `folio mirror` and the daemon. The kernel drops the lock when its holder dies,
-/// so a stale lock from a killed process is simply taken over.
-final class TargetLock {
+/// so a stale lock from a killed process is simply taken over. `Sendable`: it is taken on a dispatch queue and
+/// handed to the run; its only state is the descriptor, set once.
+final class TargetLock: Sendable {
     private let fd: Int32
 
     enum Failure: Error {
