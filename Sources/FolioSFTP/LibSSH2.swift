@@ -256,6 +256,31 @@ enum LibSSH2 {
         return handle
     }
 
+    /// Opens `path` and closes `previous` in one round trip: both requests go out before either answer is
+    /// awaited, then both answers are collected. Why the session is non-blocking while they are sent: libssh2's
+    /// blocking calls send a request and wait for its answer; a non-blocking call sends it and returns
+    /// `LIBSSH2_ERROR_EAGAIN`, and the same call made again, blocking, collects the answer. Nothing is left half
+    /// done when this returns (a libssh2 SFTP call left waiting would keep its reply timer running into later
+    /// calls). A close that fails is ignored, as by `close`.
+    static func openFile(_ session: OpaquePointer, _ sftp: OpaquePointer, _ path: [UInt8], closing previous: OpaquePointer) throws(LibSSH2Error) -> OpaquePointer {
+        libssh2_session_set_blocking(session, 0)
+        var handle = withPath(path) { folio_ssh2_sftp_open(sftp, $0, $1) }
+        let opening = handle == nil && libssh2_session_last_error(session, nil, nil, 0) == LIBSSH2_ERROR_EAGAIN
+        var failure = handle == nil && !opening ? lastError(session, sftp: sftp) : nil
+        let closed = folio_ssh2_sftp_close(previous)
+        libssh2_session_set_blocking(session, 1)
+        if opening {
+            // The same arguments: libssh2 goes on with the open under way (its state is the SFTP channel's).
+            handle = withPath(path) { folio_ssh2_sftp_open(sftp, $0, $1) }
+            if handle == nil { failure = lastError(session, sftp: sftp) }
+        }
+        // 0: the handle is freed already. Otherwise the blocking call collects the answer (EAGAIN), or sends the
+        // close again if it could not go out behind an open still being sent.
+        if closed != 0 { _ = folio_ssh2_sftp_close(previous) }
+        guard let handle else { throw failure ?? lastError(session, sftp: sftp) }
+        return handle
+    }
+
     static func openFolder(_ session: OpaquePointer, _ sftp: OpaquePointer, _ path: [UInt8]) throws(LibSSH2Error) -> OpaquePointer {
         guard let handle = withPath(path, { folio_ssh2_sftp_opendir(sftp, $0, $1) }) else { throw lastError(session, sftp: sftp) }
         return handle

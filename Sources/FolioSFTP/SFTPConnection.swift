@@ -49,7 +49,7 @@ final class SFTPConnection: SourceConnection {
             throw session.sourceError(error, doing: "opening", remote: remote, path: entry.path)
         }
         let readSize = fastestOpen < Self.nearRoundTrip ? Self.nearReadSize : buffer.count
-        defer { session.closeFile(handle) }
+        defer { session.closeFileLater(handle) }
         if offset > 0 { session.seek(handle, to: offset) }
         var remaining = entry.size - offset
         while remaining > 0 {

@@ -40,6 +40,42 @@ final class SFTPDownloadTests: SFTPTestCase {
         XCTAssertEqual(log.components(separatedBy: "Accepted publickey").count - 1, 2, log)
     }
 
+    /// A worker going from file to file sends each file's close with the next file's open: three round trips a
+    /// file (that open, the reads, the closing check), not four. Counted as turns by a delay proxy in front of
+    /// sshd; with a close waited for alone, each file costs four.
+    func testEachFileAfterTheFirstCostsThreeRoundTrips() async throws {
+        let server = try SSHServer()
+        let proxy = try DelayProxy(forwardingTo: server.port)
+        defer { proxy.stop() }
+        let served = TemporaryDirectory("sftp-turns")
+        let names = (0..<13).map { String(format: "file-%02d.txt", $0) }
+        for (index, name) in names.enumerated() { FixtureTree.write(served.path, name, "file \(index)\n", mtime: (1_600_000_000, 0)) }
+        // The proxy's port needs its own known_hosts line, with the server's key.
+        let knownHosts = served.path("known_hosts_proxy")
+        let line = try String(contentsOfFile: server.knownHostsPath, encoding: .utf8)
+        FixtureTree.write(served.path, "known_hosts_proxy", line.replacingOccurrences(of: "]:\(server.port) ", with: "]:\(proxy.port) "))
+        let url = server.url(served.path).replacingOccurrences(of: ":\(server.port)/", with: ":\(proxy.port)/")
+        let source = try SFTPSource(location: SourceLocation(parsing: url), settings: settings(server, knownHosts: knownHosts),
+                                    timeout: 10, transfers: 1, symlinks: .skip)
+        let entries = try names.enumerated().map { index, name in
+            Entry(path: try RelativePath(validating: name), kind: .file, size: Int64("file \(index)\n".utf8.count), mtime: FileTime(seconds: 1_600_000_000))
+        }
+        let scratch = TemporaryDirectory("sftp-turns-out")
+        let (contents, turns) = try await Self.onWorker { () -> ([String], Int) in
+            let connection = try source.makeConnection()
+            defer { connection.close() }
+            // The first file also pays for the log-in and for starting SFTP; count from the second on.
+            var contents = [try SourceConformance.download(entries[0], with: connection, into: scratch.path("0"), from: 0)]
+            let before = proxy.turns
+            for (index, entry) in entries.enumerated().dropFirst() {
+                contents.append(try SourceConformance.download(entry, with: connection, into: scratch.path("\(index)"), from: 0))
+            }
+            return (contents.map { String(decoding: $0, as: UTF8.self) }, proxy.turns - before)
+        }
+        XCTAssertEqual(contents, names.indices.map { "file \($0)\n" })
+        XCTAssertEqual(turns, 3 * (names.count - 1), "round trips for \(names.count - 1) files")
+    }
+
     func testServerKilledMidTransferThenDownloadResumesFromThePartialFile() throws {
         let server = try SSHServer()
         let served = TemporaryDirectory("sftp-kill")

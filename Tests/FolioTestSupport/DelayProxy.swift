@@ -1,0 +1,154 @@
+import Foundation
+import Glibc
+
+/// A TCP proxy on 127.0.0.1 that forwards to a local port with `delay` added each way, and counts turns: how many
+/// times the client spoke after the server had. Requests sent together cost one turn; a request sent only once
+/// the previous answer came back costs one of its own, so tests can count round trips without timing anything.
+/// Data is queued with a due time, not held stop-and-wait, so the delay does not cap throughput.
+public final class DelayProxy: @unchecked Sendable {
+    // Why @unchecked Sendable: `turnCount`, `clientSpokeLast`, `sockets` and `stopped` are only touched under
+    // `lock`; each socket is read by one thread and written by another, which the kernel allows.
+    public let port: Int
+    private let targetPort: Int
+    private let delay: TimeInterval
+    private let listener: Int32
+    private let lock = NSLock()
+    private var turnCount = 0
+    private var clientSpokeLast = false
+    private var sockets: [Int32] = []
+    private var stopped = false
+
+    /// Starts listening on a free port of 127.0.0.1; each connection is forwarded to 127.0.0.1:`targetPort`.
+    public init(forwardingTo targetPort: Int, delay: TimeInterval = 0.005) throws {
+        self.targetPort = targetPort
+        self.delay = delay
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw LoopbackServer.Failure("socket: errno \(errno)") }
+        var address = Self.loopback(port: 0)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int32 in
+                guard bind(fd, pointer, length) == 0, listen(fd, 16) == 0 else { return -1 }
+                return getsockname(fd, pointer, &length)
+            }
+        }
+        guard bound == 0 else {
+            close(fd)
+            throw LoopbackServer.Failure("delay proxy: cannot listen: errno \(errno)")
+        }
+        listener = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+        Thread.detachNewThread { self.acceptConnections() }
+    }
+
+    /// Turns counted so far, over every connection.
+    public var turns: Int { lock.withLock { turnCount } }
+
+    /// Stops accepting and cuts every connection.
+    public func stop() {
+        let open: [Int32] = lock.withLock {
+            guard !stopped else { return [] }
+            stopped = true
+            return sockets
+        }
+        shutdown(listener, Int32(SHUT_RDWR))
+        for fd in open { shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+
+    private static func loopback(port: Int) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        return address
+    }
+
+    private func acceptConnections() {
+        defer { close(listener) }
+        while true {
+            let client = accept(listener, nil, nil)
+            if client < 0 { return }
+            let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = Self.loopback(port: targetPort)
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+            }
+            let accepted = lock.withLock { () -> Bool in
+                guard connected, !stopped else { return false }
+                sockets += [client, server]
+                return true
+            }
+            guard accepted else {
+                close(client)
+                close(server)
+                continue
+            }
+            forward(from: client, to: server, fromClient: true)
+            forward(from: server, to: client, fromClient: false)
+        }
+    }
+
+    /// One direction: a reader that notes each arrival and queues it with its due time, and a writer that sends
+    /// it when due. Why two threads: the reader must see data the moment it arrives, or two requests sent
+    /// together could look like two turns.
+    private func forward(from source: Int32, to destination: Int32, fromClient: Bool) {
+        let queue = DueQueue()
+        let delay = self.delay
+        Thread.detachNewThread {
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let count = read(source, &buffer, buffer.count)
+                if count > 0 { self.note(fromClient: fromClient) }
+                queue.put(due: Date() + delay, count > 0 ? Array(buffer[0..<count]) : nil)
+                if count <= 0 { return }
+            }
+        }
+        Thread.detachNewThread {
+            defer { close(destination) }
+            while true {
+                let (due, data) = queue.take()
+                let wait = due.timeIntervalSinceNow
+                if wait > 0 { usleep(UInt32(wait * 1_000_000)) }
+                guard let data else {
+                    shutdown(destination, Int32(SHUT_WR))
+                    return
+                }
+                var sent = 0
+                while sent < data.count {
+                    let count = data[sent...].withUnsafeBytes { send(destination, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                    if count <= 0 { return }
+                    sent += count
+                }
+            }
+        }
+    }
+
+    private func note(fromClient: Bool) {
+        lock.withLock {
+            if fromClient && !clientSpokeLast { turnCount += 1 }
+            clientSpokeLast = fromClient
+        }
+    }
+}
+
+/// Chunks waiting for their due time, in arrival order; nil data marks the end of the stream.
+private final class DueQueue: @unchecked Sendable {
+    // Why @unchecked Sendable: `items` is only touched while `condition` is locked.
+    private let condition = NSCondition()
+    private var items: [(Date, [UInt8]?)] = []
+
+    func put(due: Date, _ data: [UInt8]?) {
+        condition.withLock {
+            items.append((due, data))
+            condition.signal()
+        }
+    }
+
+    /// The next chunk, waiting for one.
+    func take() -> (Date, [UInt8]?) {
+        condition.withLock {
+            while items.isEmpty { condition.wait() }
+            return items.removeFirst()
+        }
+    }
+}
