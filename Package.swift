@@ -24,7 +24,9 @@ let package = Package(
         .target(name: "CLibCurl", dependencies: ["CFolioSys"]),
         .target(name: "FolioSFTP", dependencies: ["FolioCore", "CLibSSH2"]),
         .target(name: "FolioHTTP", dependencies: ["FolioCore", "CLibCurl"]),
-        .target(name: "FolioState", dependencies: ["FolioCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift")]),
+        // sqlite3_db_config is variadic: a static inline shim calls it (libsqlite3-dev provides the header).
+        .systemLibrary(name: "CSQLiteShims"),
+        .target(name: "FolioState", dependencies: ["FolioCore", "CSQLiteShims", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift")]),
         .executableTarget(
             name: "folio",
             dependencies: [

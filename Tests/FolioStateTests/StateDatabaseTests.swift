@@ -44,6 +44,28 @@ final class StateDatabaseTests: XCTestCase {
         XCTAssertNil(try database.sourceDigest(of: "t"))
     }
 
+    /// A run that closes the database leaves its commits in the write-ahead log, unflushed (no checkpoint, no
+    /// truncation), and the next run reads them and adds its own after them.
+    func testClosingKeepsTheLogAndTheNextRunReadsIt() throws {
+        let folder = TemporaryDirectory("state")
+        func run(_ target: String) throws {
+            let database = try StateDatabase(directory: folder.path)
+            let id = try database.beginRun(target: target, source: "/s", destination: "/d", trigger: .manual, startedAt: Date())
+            try database.finishRun(id: id, target: target, report: RunReport(target: target), sourceDigest: 7)
+        }
+        func logSize() throws -> Int {
+            try XCTUnwrap(try FileManager.default.attributesOfItem(atPath: folder.path("state.sqlite-wal"))[.size] as? Int)
+        }
+        try run("first")
+        let afterFirst = try logSize()
+        XCTAssertGreaterThan(afterFirst, 0, "the first run's commits wait in the log")
+        try run("second")
+        XCTAssertGreaterThan(try logSize(), afterFirst, "the second run appended to the log instead of starting it over")
+        let database = try StateDatabase(directory: folder.path)
+        XCTAssertEqual(Set(try database.lastRuns().keys), ["first", "second"])
+        XCTAssertEqual(try database.sourceDigest(of: "first"), 7)
+    }
+
     func testACorruptDatabaseSaysWhatToDo() throws {
         let folder = TemporaryDirectory("state")
         FixtureTree.write(folder.path, "state.sqlite", String(repeating: "this is not sqlite ", count: 400))
