@@ -17,6 +17,15 @@ public protocol Source: Sendable {
     /// Opens one connection for one download worker. Called on that worker's own thread; the connection is
     /// used there only, so it may block.
     func makeConnection() throws -> any SourceConnection
+    /// The run is over: closes what the source kept open for later (SFTP sessions left by the listing for the
+    /// download workers), off the cooperative pool. Why the engine calls it before the run returns: what a
+    /// source closes on its own, at the last release, could run on any thread, even while the process exits
+    /// and its C libraries tear down under it. The source stays usable; a later run opens what it needs.
+    func finishRun() async
+}
+
+extension Source {
+    public func finishRun() async {}
 }
 
 /// One transport connection, owned by one download worker and used from its thread only.

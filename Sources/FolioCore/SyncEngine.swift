@@ -74,6 +74,7 @@ public struct SyncEngine: Sendable {
             report.error = "\(error)"
             digest = nil
         }
+        await source.finishRun()
         return finish(report, runID: runID, started: started, digest: digest)
     }
 

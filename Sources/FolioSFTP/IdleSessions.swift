@@ -47,7 +47,10 @@ final class IdleSessions: Sendable {
         return nil
     }
 
-    deinit {
-        for entry in parked.withLock({ $0 }) { entry.session.close() }
+    /// Closes every parked session (blocking: a hang-up is sent on each).
+    func closeAll() {
+        for entry in parked.withLock({ list in defer { list.removeAll() }; return list }) { entry.session.close() }
     }
+
+    deinit { closeAll() }
 }

@@ -56,6 +56,13 @@ public struct SFTPSource: Source {
         try await SFTPLister(endpoint: endpoint, options: options, method: listingMethod, idle: idle, tarBatches: tarBatch.isAvailable).snapshot()
     }
 
+    /// Closes the sessions the listing left for download workers that never came (a run with nothing to
+    /// fetch, or fewer files than sessions).
+    public func finishRun() async {
+        let idle = self.idle
+        await Blocking.run { idle.closeAll() }
+    }
+
     /// Gives one download worker a session, on its thread: one the listing left open if it still answers,
     /// else a new one (handshakes are bounded process-wide).
     public func makeConnection() throws -> any SourceConnection {

@@ -40,6 +40,39 @@ final class SFTPDownloadTests: SFTPTestCase {
         XCTAssertEqual(log.components(separatedBy: "Accepted publickey").count - 1, 2, log)
     }
 
+    /// A run closes the sessions its listing left for download workers before it returns, on every path: an
+    /// initial run whose one file leaves sessions unused, and a no-change run that downloads nothing. Left to
+    /// the source's last release, a session could be closed on any thread, even while the process exits and
+    /// OpenSSL tears down under it (a crash at exit, one no-change run in eight over a 20 ms link).
+    func testARunClosesTheSessionsLeftForDownloadsBeforeItReturns() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-finish")
+        FixtureTree.write(served.path, "a.txt", "alpha\n")
+        let destination = TemporaryDirectory("sftp-finish-out")
+        let source = try source(server, served.path)
+        let target = TargetConfig(name: "t", source: server.url(served.path), destination: destination.path)
+        let engine = SyncEngine(state: MemoryStateStore(), events: EventRecorder())
+        for expected in [RunReport.Result.synced, .unchanged] {
+            let report = await engine.run(target, source: source, options: .init(trigger: .manual))
+            XCTAssertEqual(report.result, expected, report.error ?? "")
+            XCTAssertEqual(Self.openConnections(to: server.port), 0, "connections still open after a \(expected) run")
+        }
+        XCTAssertEqual(FixtureTree.read(destination.path("a.txt")), Array("alpha\n".utf8))
+    }
+
+    /// This process's TCP connections to `port` that are open, from the kernel's table (read to its end: a
+    /// `/proc` file reports no size, and a single read returns only its first page).
+    private static func openConnections(to port: Int) -> Int {
+        guard let file = FileHandle(forReadingAtPath: "/proc/net/tcp") else { return -1 }
+        defer { try? file.close() }
+        let table = String(decoding: file.readDataToEndOfFile(), as: UTF8.self)
+        let remote = String(format: "0100007F:%04X", port)
+        return table.split(separator: "\n").dropFirst().filter { line in
+            let fields = line.split(separator: " ")
+            return fields.count > 3 && fields[2] == remote && fields[3] == "01"  // 01: ESTABLISHED
+        }.count
+    }
+
     /// A worker going from file to file sends each file's close with the next file's open: three round trips a
     /// file (that open, the reads, the closing check), not four. Counted as turns by a delay proxy in front of
     /// sshd; with a close waited for alone, each file costs four.
