@@ -14,6 +14,8 @@ public final class MemorySource: Source {
         var failingDownloads: [RelativePath: SourceError] = [:]
         var downloads: [(RelativePath, Int64)] = []
         var batches: [[RelativePath]] = []
+        var roundTrip: Duration?
+        var connections = 0
     }
 
     public let features: SourceFeatures
@@ -94,7 +96,19 @@ public final class MemorySource: Source {
         }
     }
 
-    public func makeConnection() throws -> any SourceConnection { MemoryConnection(source: self) }
+    /// The link's round trip this source reports; tests set it to play a near or a far server.
+    public var roundTrip: Duration? {
+        get { state.withLock { $0.roundTrip } }
+        set { state.withLock { $0.roundTrip = newValue } }
+    }
+
+    /// How many connections the engine has opened.
+    public var connections: Int { state.withLock { $0.connections } }
+
+    public func makeConnection() throws -> any SourceConnection {
+        state.withLock { $0.connections += 1 }
+        return MemoryConnection(source: self)
+    }
 
     /// A batch delivers, as a server-side `tar` would, every file that is there and unchanged; a file set to
     /// fail is left out (the engine then fetches it on its own and gets the error).

@@ -22,10 +22,14 @@ public protocol Source: Sendable {
     /// source closes on its own, at the last release, could run on any thread, even while the process exits
     /// and its C libraries tear down under it. The source stays usable; a later run opens what it needs.
     func finishRun() async
+    /// The quickest request-and-answer turn the source has seen so far, its listing included; nil for a source
+    /// without a link (a local folder). With `transfers` unset, a far link gets more download workers.
+    var roundTrip: Duration? { get }
 }
 
 extension Source {
     public func finishRun() async {}
+    public var roundTrip: Duration? { nil }
 }
 
 /// One transport connection, owned by one download worker and used from its thread only.

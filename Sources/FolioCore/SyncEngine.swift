@@ -98,7 +98,7 @@ public struct SyncEngine: Sendable {
         let name = target.name
         events.emit(.stage(target: name, stage: .listing))
         let destination = try Self.openDestination(target.destination, dryRun: options.dryRun)
-        let listing = ListingOptions(symlinks: target.symlinks, exclude: ExcludeFilter(target.exclude), parallelism: max(4, target.transfers))
+        let listing = ListingOptions(symlinks: target.symlinks, exclude: ExcludeFilter(target.exclude), parallelism: max(TargetConfig.nearTransfers, target.transfers ?? 0))
         var (snapshot, local) = try await Self.list(source, options: listing, destination: destination)
         try Task.checkCancellation()
 
@@ -208,7 +208,7 @@ public struct SyncEngine: Sendable {
         if !plan.downloads.isEmpty {
             events.emit(.stage(target: name, stage: .downloading))
             let outcome = await DownloadStage(target: name, source: source, destination: destination, downloads: plan.downloads,
-                                              workers: target.transfers, runID: trashID, progress: progress, events: events,
+                                              workers: target.downloadWorkers(roundTrip: source.roundTrip), runID: trashID, progress: progress, events: events,
                                               committer: committer).run()
             report.downloaded += outcome.downloaded
             report.updated += outcome.updated

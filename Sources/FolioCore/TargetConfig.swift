@@ -23,7 +23,8 @@ public struct TargetConfig: Sendable, Equatable {
     public var enabled = true
     /// Seconds between the end of one automatic run and the start of the next.
     public var interval: Int = 3_600
-    public var transfers: Int = 4
+    /// Parallel downloads; nil chooses them from the link (see `downloadWorkers(roundTrip:)`).
+    public var transfers: Int?
     public var maxDelete: MaxDelete = .percent(50)
     public var trashDays: Int = 30
     public var exclude: [String] = []
@@ -33,6 +34,22 @@ public struct TargetConfig: Sendable, Equatable {
     /// A command run after a run that changed something; `{target}` is replaced by the target's name.
     public var onChange: [String] = []
     public var sourceSettings = SourceSettings()
+
+    /// Downloads at once when `transfers` is unset and the link is near (or unknown).
+    public static let nearTransfers = 4
+    /// Downloads at once when `transfers` is unset and the link is far: each stream is held back by its round
+    /// trips, so more streams carry more (media over a 20 ms link: 4 → 8 workers took 1.24 → 1.08 s over SFTP and
+    /// 0.36 → 0.28 s over WebDAV), where near they only contend for the CPU (3–10% slower over loopback).
+    public static let farTransfers = 8
+    /// The round trip from which a link counts as far: a LAN answers in well under a millisecond.
+    public static let farRoundTrip = Duration.milliseconds(5)
+
+    /// How many downloads run at once: `transfers` when set, else by the source's quickest turn.
+    public func downloadWorkers(roundTrip: Duration?) -> Int {
+        if let transfers { return transfers }
+        guard let roundTrip, roundTrip >= Self.farRoundTrip else { return Self.nearTransfers }
+        return Self.farTransfers
+    }
 
     public init(name: String, source: String, destination: String) {
         self.name = name

@@ -13,6 +13,9 @@ final class HTTPClient: Sendable {
 
     let urls: SourceURL
     let gate: HostGate
+    /// The quickest requests: one round trip each (two on a new connection), the server's work and the body's
+    /// transfer included, so the quickest of a listing's requests is near the link's round trip.
+    let roundTrips = RoundTripGauge()
     private let baseSettings: CurlSettings
     /// Why a Mutex: the auth scheme is learnt from the first challenge by whichever thread sees it, then read
     /// by all (Basic becomes pre-emptive, saving a round trip per request).
@@ -63,7 +66,9 @@ final class HTTPClient: Sendable {
             let response: CurlEasy.Response
             do {
                 defer { gate.leave() }
+                let sending = ContinuousClock.now
                 response = try easy.perform(request, settings: settings, cancelled: cancelled, decide: decide, onBody: onBody)
+                roundTrips.record(ContinuousClock.now - sending)
             } catch let failure as CurlEasy.Failure {
                 if failure.isCancellation || cancelled() { throw cancelledError(request.url) }
                 attempt += 1

@@ -107,6 +107,9 @@ public struct HTTPSource: Source {
         return builder.finish()
     }
 
+    /// The quickest request so far (see `HTTPClient.roundTrips`).
+    public var roundTrip: Duration? { client.roundTrips.fastest }
+
     public func makeConnection() throws -> any SourceConnection {
         try HTTPConnection(client: client)
     }

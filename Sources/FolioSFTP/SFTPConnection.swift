@@ -45,6 +45,7 @@ final class SFTPConnection: SourceConnection {
             // Opening a file is one round trip, plus the server's work: the fastest so far sizes the read-ahead
             // to the link.
             fastestOpen = min(fastestOpen, ContinuousClock.now - opening)
+            session.endpoint.roundTrips.record(fastestOpen)
         } catch {
             throw session.sourceError(error, doing: "opening", remote: remote, path: entry.path)
         }

@@ -14,6 +14,8 @@ struct SFTPEndpoint: Sendable {
     var passwordFile: String?
     var knownHostsPath: String
     var timeoutSeconds: Int
+    /// The quickest turns on this server, shared by every session to it.
+    var roundTrips = RoundTripGauge()
 
     /// `sftp://host:port`, the form `folio trust` takes.
     var hostURL: String { "sftp://\(host.contains(":") ? "[\(host)]" : host):\(port)" }

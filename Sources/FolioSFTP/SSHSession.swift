@@ -138,7 +138,13 @@ final class SSHSession {
     }
 
     /// Starts `command` on a new channel of this session.
-    func start(_ command: String) throws(LibSSH2Error) -> ExecChannel { try ExecChannel(session: session, command: command) }
+    /// Starts `command` on a new channel: two round trips (the channel's opening, the command's), timed.
+    func start(_ command: String) throws(LibSSH2Error) -> ExecChannel {
+        let starting = ContinuousClock.now
+        let channel = try ExecChannel(session: session, command: command)
+        endpoint.roundTrips.record((ContinuousClock.now - starting) / 2)
+        return channel
+    }
 
     /// Keeps a command that waits for its input (the `tar` the listing started) until a download takes it.
     func keepWaiting(_ command: ExecChannel) { waiting = command }

@@ -19,7 +19,7 @@ struct MirrorCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Write NDJSON events, one object per line.") var json = false
     @Flag(name: .long, help: "Allow a run past the max-delete and empty-source guards.") var force = false
     @Flag(name: .long, help: "Exit 1 at once if another folio process is syncing DEST.") var noWait = false
-    @Option(name: .long, help: "Parallel downloads.") var transfers: Int = 4
+    @Option(name: .long, help: "Parallel downloads (default: 4, or 8 from a server 5 ms or more away).") var transfers: Int?
     @Option(name: .long, help: "Seconds a network operation may take.") var timeout: Int = 30
     @Option(name: .long, help: "Most entries a run may remove: a count or a percentage like 50%.") var maxDelete: String = "50%"
     @Option(name: .long, help: "Days to keep removed files in DEST/.folio/trash (0 deletes them).") var trashDays: Int = 30
@@ -53,7 +53,8 @@ struct MirrorCommand: AsyncParsableCommand {
         let absolute = destination.hasPrefix("/") ? destination : FileManager.default.currentDirectoryPath + "/" + destination
         let sourceText = source.contains("://") || source.hasPrefix("/") ? source : FileManager.default.currentDirectoryPath + "/" + source
         var toml = "[[target]]\nname = \"mirror\"\nsource = \(quoted(sourceText))\ndestination = \(quoted(absolute))\n"
-        toml += "transfers = \(transfers)\ntimeout = \(timeout)\ntrash-days = \(trashDays)\nsymlinks = \(quoted(symlinks))\n"
+        if let transfers { toml += "transfers = \(transfers)\n" }
+        toml += "timeout = \(timeout)\ntrash-days = \(trashDays)\nsymlinks = \(quoted(symlinks))\n"
         toml += Int(maxDelete).map { "max-delete = \($0)\n" } ?? "max-delete = \(quoted(maxDelete))\n"
         toml += "exclude = [\(exclude.map(quoted).joined(separator: ", "))]\n"
         for (key, value) in [("identity", identity), ("passphrase-file", passphraseFile), ("password-file", passwordFile),

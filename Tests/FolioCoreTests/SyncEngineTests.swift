@@ -32,6 +32,25 @@ final class SyncEngineTests: XCTestCase {
         return runs.compactMap { run in FixtureTree.read(trash + "/" + run + "/" + relative).map { String(decoding: $0, as: UTF8.self) } }
     }
 
+    /// With `transfers` unset, a far source (its quickest turn 5 ms or more) gets 8 download workers, a near one
+    /// or one that cannot tell 4; a set `transfers` wins either way.
+    func testUnsetTransfersFollowTheLinksRoundTrip() async throws {
+        let cases: [(transfers: Int?, roundTrip: Duration?, workers: Int)] = [
+            (nil, nil, 4), (nil, .microseconds(300), 4), (nil, .milliseconds(20), 8), (3, .milliseconds(20), 3), (6, nil, 6),
+        ]
+        for (transfers, roundTrip, workers) in cases {
+            let source = MemorySource()
+            for index in 0..<12 { source.setFile("f\(index)", "file \(index)") }
+            source.roundTrip = roundTrip
+            let destination = TemporaryDirectory("engine-workers")
+            var target = TargetConfig(name: "t", source: "memory://", destination: destination.path)
+            target.transfers = transfers
+            let report = await SyncEngine(state: MemoryStateStore(), events: EventRecorder()).run(target, source: source, options: .init(trigger: .manual))
+            XCTAssertEqual(report.downloaded, 12)
+            XCTAssertEqual(source.connections, workers, "transfers \(String(describing: transfers)), round trip \(String(describing: roundTrip))")
+        }
+    }
+
     func testInitialSyncThenUnchanged() async throws {
         source.setFile("a.txt", "alpha", mtime: FileTime(seconds: 1_600_000_000, nanoseconds: 5))
         source.setFile("d/e/f.txt", "deep")

@@ -12,6 +12,21 @@ final class HTTPConformanceTests: XCTestCase {
         return try HTTPSource(location: SourceLocation(parsing: url), settings: settings, timeout: 10, transfers: 2)
     }
 
+    /// The source times its requests: through a proxy that adds 10 ms to each round trip, its listing alone
+    /// reports at least that (a far link: 8 download workers when `transfers` is unset).
+    func testTheListingMeasuresTheLinksRoundTrip() async throws {
+        let server = try NginxServer()
+        let proxy = try DelayProxy(forwardingTo: server.port, delay: 0.005)
+        defer { proxy.stop() }
+        FixtureTree.write(server.servedRoot, "rtt/a.txt", "alpha\n")
+        let url = server.url("dav", "rtt/").replacingOccurrences(of: ":\(server.port)/", with: ":\(proxy.port)/")
+        let source = try self.source(url)
+        XCTAssertNil(source.roundTrip, "nothing timed before the listing")
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["a.txt"])
+        XCTAssertGreaterThanOrEqual(try XCTUnwrap(source.roundTrip), .milliseconds(10))
+    }
+
     func testNginxWebDAV() async throws {
         let server = try NginxServer()
         try await SourceConformance.run(servedRoot: server.servedRoot, options: .init(precision: .second, folderTimes: true)) {

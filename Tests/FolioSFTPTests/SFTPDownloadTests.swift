@@ -60,6 +60,27 @@ final class SFTPDownloadTests: SFTPTestCase {
         XCTAssertEqual(FixtureTree.read(destination.path("a.txt")), Array("alpha\n".utf8))
     }
 
+    /// The source times its turns: through a proxy that adds 10 ms to each round trip, its listing alone
+    /// reports at least that (a far link: 8 download workers when `transfers` is unset).
+    func testTheListingMeasuresTheLinksRoundTrip() async throws {
+        let server = try SSHServer()
+        let proxy = try DelayProxy(forwardingTo: server.port, delay: 0.005)
+        defer { proxy.stop() }
+        let served = TemporaryDirectory("sftp-round-trip")
+        FixtureTree.write(served.path, "a.txt", "alpha\n")
+        let knownHosts = served.path("known_hosts_proxy")
+        let line = try String(contentsOfFile: server.knownHostsPath, encoding: .utf8)
+        FixtureTree.write(served.path, "known_hosts_proxy", line.replacingOccurrences(of: "]:\(server.port) ", with: "]:\(proxy.port) "))
+        let url = server.url(served.path).replacingOccurrences(of: ":\(server.port)/", with: ":\(proxy.port)/")
+        let source = try SFTPSource(location: SourceLocation(parsing: url), settings: settings(server, knownHosts: knownHosts),
+                                    timeout: 10, transfers: 1, symlinks: .skip)
+        XCTAssertNil(source.roundTrip, "nothing timed before the listing")
+        _ = try await source.snapshot(options: ListingOptions())
+        let turn = try XCTUnwrap(source.roundTrip)
+        XCTAssertGreaterThanOrEqual(turn, .milliseconds(10))
+        await source.finishRun()
+    }
+
     /// This process's TCP connections to `port` that are open, from the kernel's table (read to its end: a
     /// `/proc` file reports no size, and a single read returns only its first page).
     private static func openConnections(to port: Int) -> Int {
