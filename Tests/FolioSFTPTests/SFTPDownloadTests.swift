@@ -68,12 +68,7 @@ final class SFTPDownloadTests: SFTPTestCase {
         defer { proxy.stop() }
         let served = TemporaryDirectory("sftp-round-trip")
         FixtureTree.write(served.path, "a.txt", "alpha\n")
-        let knownHosts = served.path("known_hosts_proxy")
-        let line = try String(contentsOfFile: server.knownHostsPath, encoding: .utf8)
-        FixtureTree.write(served.path, "known_hosts_proxy", line.replacingOccurrences(of: "]:\(server.port) ", with: "]:\(proxy.port) "))
-        let url = server.url(served.path).replacingOccurrences(of: ":\(server.port)/", with: ":\(proxy.port)/")
-        let source = try SFTPSource(location: SourceLocation(parsing: url), settings: settings(server, knownHosts: knownHosts),
-                                    timeout: 10, transfers: 1, symlinks: .skip)
+        let source = try source(server, served.path, through: proxy)
         XCTAssertNil(source.roundTrip, "nothing timed before the listing")
         _ = try await source.snapshot(options: ListingOptions())
         let turn = try XCTUnwrap(source.roundTrip)
@@ -104,13 +99,7 @@ final class SFTPDownloadTests: SFTPTestCase {
         let served = TemporaryDirectory("sftp-turns")
         let names = (0..<13).map { String(format: "file-%02d.txt", $0) }
         for (index, name) in names.enumerated() { FixtureTree.write(served.path, name, "file \(index)\n", mtime: (1_600_000_000, 0)) }
-        // The proxy's port needs its own known_hosts line, with the server's key.
-        let knownHosts = served.path("known_hosts_proxy")
-        let line = try String(contentsOfFile: server.knownHostsPath, encoding: .utf8)
-        FixtureTree.write(served.path, "known_hosts_proxy", line.replacingOccurrences(of: "]:\(server.port) ", with: "]:\(proxy.port) "))
-        let url = server.url(served.path).replacingOccurrences(of: ":\(server.port)/", with: ":\(proxy.port)/")
-        let source = try SFTPSource(location: SourceLocation(parsing: url), settings: settings(server, knownHosts: knownHosts),
-                                    timeout: 10, transfers: 1, symlinks: .skip)
+        let source = try source(server, served.path, through: proxy)
         let entries = try names.enumerated().map { index, name in
             Entry(path: try RelativePath(validating: name), kind: .file, size: Int64("file \(index)\n".utf8.count), mtime: FileTime(seconds: 1_600_000_000))
         }

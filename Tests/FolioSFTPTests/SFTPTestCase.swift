@@ -21,6 +21,18 @@ class SFTPTestCase: XCTestCase {
         return source
     }
 
+    /// A source reaching `server`'s folder `root` through `proxy`, with one download worker. The proxy's port
+    /// needs its own known_hosts line, with the server's key: written in a temporary folder of its own.
+    func source(_ server: SSHServer, _ root: String, through proxy: DelayProxy) throws -> SFTPSource {
+        let folder = TemporaryDirectory("known-hosts-proxy")
+        addTeardownBlock { withExtendedLifetime(folder) {} }
+        let line = try String(contentsOfFile: server.knownHostsPath, encoding: .utf8)
+        FixtureTree.write(folder.path, "known_hosts", line.replacingOccurrences(of: "]:\(server.port) ", with: "]:\(proxy.port) "))
+        let url = server.url(root).replacingOccurrences(of: ":\(server.port)/", with: ":\(proxy.port)/")
+        return try SFTPSource(location: SourceLocation(parsing: url), settings: settings(server, knownHosts: folder.path("known_hosts")),
+                              timeout: 10, transfers: 1, symlinks: .skip)
+    }
+
     /// The error a snapshot throws, as a `SourceError` (failing the test when it succeeds).
     func snapshotError(_ source: SFTPSource, file: StaticString = #filePath, line: UInt = #line) async -> SourceError? {
         do {
