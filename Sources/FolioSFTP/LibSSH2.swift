@@ -274,9 +274,11 @@ enum LibSSH2 {
             handle = withPath(path) { folio_ssh2_sftp_open(sftp, $0, $1) }
             if handle == nil { failure = lastError(session, sftp: sftp) }
         }
-        // 0: the handle is freed already. Otherwise the blocking call collects the answer (EAGAIN), or sends the
-        // close again if it could not go out behind an open still being sent.
-        if closed != 0 { _ = folio_ssh2_sftp_close(previous) }
+        // Only EAGAIN leaves the handle alive (the close sent, or waiting to be sent, its answer not in yet): the
+        // blocking call then finishes it. Every other result has freed the handle already, a failure included
+        // (a close that could not go out behind an open still being sent leaves the server's handle to the
+        // session's end), so calling again would touch freed memory.
+        if closed == LIBSSH2_ERROR_EAGAIN { _ = folio_ssh2_sftp_close(previous) }
         guard let handle else { throw failure ?? lastError(session, sftp: sftp) }
         return handle
     }
