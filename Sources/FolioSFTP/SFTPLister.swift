@@ -25,7 +25,7 @@ struct SFTPLister: Sendable {
             for worker in workers { await worker.park(in: idle) }
             return snapshot
         } catch {
-            workers.forEach { $0.close() }
+            for worker in workers { await worker.close() }
             throw error
         }
     }

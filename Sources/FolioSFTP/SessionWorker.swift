@@ -42,11 +42,16 @@ final class SessionWorker: @unchecked Sendable {
         }
     }
 
-    /// Closes the session on its queue, after any work already queued.
-    func close() {
-        queue.async {
-            self.session?.close()
-            self.session = nil
+    /// Closes the session on its queue, after any work already queued, and returns once it is closed. Why wait:
+    /// a close still running when the run ends could outlive the process's exit, and libssh2 would then use
+    /// OpenSSL after its exit handler freed it.
+    func close() async {
+        await withCheckedContinuation { continuation in
+            queue.async {
+                self.session?.close()
+                self.session = nil
+                continuation.resume()
+            }
         }
     }
 }

@@ -40,8 +40,8 @@ final class SFTPDownloadTests: SFTPTestCase {
         XCTAssertEqual(log.components(separatedBy: "Accepted publickey").count - 1, 2, log)
     }
 
-    /// A run closes the sessions its listing left for download workers before it returns, on every path: an
-    /// initial run whose one file leaves sessions unused, and a no-change run that downloads nothing. Left to
+    /// A run closes its sessions before it returns: after an initial run its download worker's, after a
+    /// no-change run the one its listing parked for download workers that never came. Left to
     /// the source's last release, a session could be closed on any thread, even while the process exits and
     /// OpenSSL tears down under it (a crash at exit, one no-change run in eight over a 20 ms link).
     func testARunClosesTheSessionsLeftForDownloadsBeforeItReturns() async throws {
@@ -58,6 +58,11 @@ final class SFTPDownloadTests: SFTPTestCase {
             XCTAssertEqual(Self.openConnections(to: server.port), 0, "connections still open after a \(expected) run")
         }
         XCTAssertEqual(FixtureTree.read(destination.path("a.txt")), Array("alpha\n".utf8))
+        // A listing that fails (the folder is gone) closes its sessions before the run returns too.
+        let missing = try self.source(server, served.path + "/gone")
+        let failed = await engine.run(target, source: missing, options: .init(trigger: .manual))
+        XCTAssertEqual(failed.result, .failed)
+        XCTAssertEqual(Self.openConnections(to: server.port), 0, "connections still open after a failed listing")
     }
 
     /// The source times its turns: through a proxy that adds 10 ms to each round trip, its listing alone
@@ -76,7 +81,8 @@ final class SFTPDownloadTests: SFTPTestCase {
         await source.finishRun()
     }
 
-    /// This process's TCP connections to `port` that are open, from the kernel's table (read to its end: a
+    /// Open TCP connections to `port` on this machine (the test's sshd, whose only client is this test), from
+    /// the kernel's table (read to its end: a
     /// `/proc` file reports no size, and a single read returns only its first page).
     private static func openConnections(to port: Int) -> Int {
         guard let file = FileHandle(forReadingAtPath: "/proc/net/tcp") else { return -1 }
