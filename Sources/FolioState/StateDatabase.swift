@@ -46,7 +46,8 @@ public final class StateDatabase: StateStore, Sendable {
             // else the file system has to commit (a no-change run of 30 files: 9.7 → 9.0 ms on an idle disk).
             // Kept, the log takes the next run's commits after its own, unflushed, as synchronous = NORMAL allows;
             // a checkpoint runs only when it passes 1,000 pages (SQLite's wal_autocheckpoint), and the next open
-            // replays at most that. Crash safety is unchanged: a commit is in the log before the run goes on.
+            // replays at most that. A process crash loses no commit (each is in the log before the run goes on);
+            // for a power cut, a run that changed files flushes the log with its last commit (`finishRun`).
             // The size limit truncates the log at the restart after a checkpoint (an initial run's record can
             // make it tens of MB).
             try db.execute(sql: "PRAGMA journal_size_limit = 4194304")
@@ -212,17 +213,27 @@ public final class StateDatabase: StateStore, Sendable {
         }
     }
 
+    /// Records how a run ended. A run that changed the destination ends with its log flushed (this commit is made with synchronous =
+    /// FULL, which flushes the log and so every commit before it): the files it installed are on disk, and a
+    /// power cut must not leave the record behind them. A run that changed nothing flushes nothing.
     public func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?) throws {
+        let changed = report.downloaded + report.updated + report.removed + report.trashed + report.createdFolders > 0
         try perform {
-            try queue.write { db in
-                try db.execute(sql: """
-                    UPDATE run SET ended_at = ?, result = ?, downloaded = ?, updated = ?, removed = ?, trashed = ?,
-                        created_dirs = ?, bytes = ?, failed = ?, error = ? WHERE id = ?
-                    """, arguments: [report.startedAt.timeIntervalSince1970 + report.seconds, report.result.rawValue, report.downloaded,
-                                     report.updated, report.removed, report.trashed, report.createdFolders, report.bytes,
-                                     report.failed, report.error, id])
-                try db.execute(sql: "UPDATE target SET source_digest = ? WHERE name = ?",
-                               arguments: [sourceDigest.map { Int64(bitPattern: $0) }, target])
+            try queue.writeWithoutTransaction { db in
+                // Why outside the transaction: SQLite ignores a change of `synchronous` inside one.
+                if changed { try db.execute(sql: "PRAGMA synchronous = FULL") }
+                defer { if changed { try? db.execute(sql: "PRAGMA synchronous = NORMAL") } }
+                try db.inTransaction {
+                    try db.execute(sql: """
+                        UPDATE run SET ended_at = ?, result = ?, downloaded = ?, updated = ?, removed = ?, trashed = ?,
+                            created_dirs = ?, bytes = ?, failed = ?, error = ? WHERE id = ?
+                        """, arguments: [report.startedAt.timeIntervalSince1970 + report.seconds, report.result.rawValue, report.downloaded,
+                                         report.updated, report.removed, report.trashed, report.createdFolders, report.bytes,
+                                         report.failed, report.error, id])
+                    try db.execute(sql: "UPDATE target SET source_digest = ? WHERE name = ?",
+                                   arguments: [sourceDigest.map { Int64(bitPattern: $0) }, target])
+                    return .commit
+                }
             }
         }
     }

@@ -1,5 +1,5 @@
 import FolioCore
-import FolioState
+@testable import FolioState
 import FolioTestSupport
 import Foundation
 import GRDB
@@ -64,6 +64,20 @@ final class StateDatabaseTests: XCTestCase {
         let database = try StateDatabase(directory: folder.path)
         XCTAssertEqual(Set(try database.lastRuns().keys), ["first", "second"])
         XCTAssertEqual(try database.sourceDigest(of: "first"), 7)
+    }
+
+    /// The end of a run that changed files is committed flushed (synchronous = FULL); the connection then goes
+    /// back to unflushed commits, so a later no-change run flushes nothing.
+    func testAChangingRunEndsFlushedAndLaterCommitsAreNot() throws {
+        let folder = TemporaryDirectory("state")
+        let database = try StateDatabase(directory: folder.path)
+        let id = try database.beginRun(target: "t", source: "/s", destination: "/d", trigger: .manual, startedAt: Date())
+        var report = RunReport(target: "t")
+        report.downloaded = 2
+        try database.finishRun(id: id, target: "t", report: report, sourceDigest: 9)
+        XCTAssertEqual(try database.queue.read { try Int.fetchOne($0, sql: "PRAGMA synchronous") }, 1, "NORMAL again")
+        XCTAssertEqual(try database.lastRuns()["t"]?.downloaded, 2)
+        XCTAssertEqual(try database.sourceDigest(of: "t"), 9)
     }
 
     func testACorruptDatabaseSaysWhatToDo() throws {
