@@ -56,8 +56,8 @@ public struct SFTPSource: Source {
         try await SFTPLister(endpoint: endpoint, options: options, method: listingMethod, idle: idle, tarBatches: tarBatch.isAvailable).snapshot()
     }
 
-    /// The quickest turn of any session to this server: starting a command (half of its two round trips) or
-    /// opening a file.
+    /// The quickest turn of any session to this server: starting a command (half of its two round trips),
+    /// resolving a path or opening a file.
     public var roundTrip: Duration? { endpoint.roundTrips.fastest }
 
     /// Closes the sessions the listing left for download workers that never came (a run with nothing to

@@ -112,9 +112,14 @@ final class SSHSession {
     /// Starts the SFTP channel now if it is not yet (so that the next request's time is its round trip alone).
     func startSFTP() throws(LibSSH2Error) { _ = try sftpChannel() }
 
+    /// The server's absolute path for `path`: one round trip, timed (once SFTP is started).
     func realpath(_ path: [UInt8]) throws(LibSSH2Error) -> [UInt8] {
         closeUnclosed()
-        return try LibSSH2.realpath(session, try sftpChannel(), path)
+        let sftp = try sftpChannel()
+        let asking = ContinuousClock.now
+        let real = try LibSSH2.realpath(session, sftp, path)
+        endpoint.roundTrips.record(ContinuousClock.now - asking)
+        return real
     }
 
     func stat(_ path: [UInt8], followLinks: Bool) throws(LibSSH2Error) -> RemoteAttributes {
