@@ -9,4 +9,9 @@ public enum Blocking {
             DispatchQueue.global().async { continuation.resume(returning: work()) }
         }
     }
+
+    /// Runs throwing `work` on a global dispatch queue and returns its result or rethrows its error.
+    public static func run<T: Sendable, E: Error>(_ work: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
+        try await run { Result(catching: work) }.get()
+    }
 }

@@ -32,23 +32,18 @@ final class SessionWorker: @unchecked Sendable {
     }
 
     /// Hands the open session (if any) to `pool` for a download worker, after any work already queued.
-    func park(in pool: IdleSessions) async {
-        await withCheckedContinuation { continuation in
-            queue.async {
-                if let session = self.session { pool.put(session) }
-                self.session = nil
-                continuation.resume()
-            }
-        }
-    }
+    func park(in pool: IdleSessions) async { await release { pool.put($0) } }
 
     /// Closes the session on its queue, after any work already queued, and returns once it is closed. Why wait:
     /// a close still running when the run ends could outlive the process's exit, and libssh2 would then use
     /// OpenSSL after its exit handler freed it.
-    func close() async {
+    func close() async { await release { $0.close() } }
+
+    /// Gives up the open session (if any) to `body`, on the queue, and returns once that is done.
+    private func release(_ body: @escaping @Sendable (SSHSession) -> Void) async {
         await withCheckedContinuation { continuation in
             queue.async {
-                self.session?.close()
+                if let session = self.session { body(session) }
                 self.session = nil
                 continuation.resume()
             }

@@ -45,11 +45,10 @@ struct DaemonCommand: AsyncParsableCommand {
         let level = Logger.Level(rawValue: loaded.logLevel) ?? .info
         let logger = Logger(label: "folio") { _ in JournalLogHandler(level: level) }
         let directory = StateLocation.directory(configured: loaded.stateDirectory)
-        let opened = await Blocking.run { Result { () throws(StateError) in try StateDatabase(directory: directory) } }
         let database: StateDatabase
-        switch opened {
-        case .success(let opened): database = opened
-        case .failure(let error):
+        do {
+            database = try await Blocking.run { () throws(StateError) in try StateDatabase(directory: directory) }
+        } catch {
             logger.critical("\(error.message)")
             throw ExitStatus.runFailed.exitCode
         }

@@ -25,11 +25,10 @@ struct RunCoordinator {
 
     private func runTargets(_ targets: [TargetConfig]) async -> ExitStatus {
         let directory = stateDirectory
-        let opened = await Blocking.run { Result { () throws(StateError) in try StateDatabase(directory: directory) } }
         let database: StateDatabase
-        switch opened {
-        case .success(let opened): database = opened
-        case .failure(let error):
+        do {
+            database = try await Blocking.run { () throws(StateError) in try StateDatabase(directory: directory) }
+        } catch {
             FileHandle.standardError.write(Data("folio: \(error.message)\n".utf8))
             return .runFailed
         }

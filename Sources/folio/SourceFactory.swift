@@ -7,7 +7,7 @@ import FolioSFTP
 enum SourceFactory {
     /// Builds the target's source off the cooperative pool: making one reads key, password and CA files.
     static func make(for target: TargetConfig) async throws -> any Source {
-        try await Blocking.run { Result { try build(target) } }.get()
+        try await Blocking.run { try build(target) }
     }
 
     private static func build(_ target: TargetConfig) throws -> any Source {
