@@ -1,5 +1,7 @@
 #include "folio_sys.h"
 #include <dlfcn.h>
+#include <errno.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,4 +30,23 @@ const char *folio_load_library(const char *soname, const struct folio_symbol *sy
         *symbols[i].slot = address;
     }
     return NULL;
+}
+
+int folio_reserve_descriptor_table(int highest) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && (rlim_t)highest >= limit.rlim_cur) {
+        highest = (int)limit.rlim_cur - 1;
+    }
+    int probe = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (probe < 0) return -1;
+    /* F_DUPFD takes the lowest free descriptor from `highest` up: the table grows to hold it and stays grown. */
+    int high = fcntl(probe, F_DUPFD_CLOEXEC, highest);
+    int saved = errno;
+    close(probe);
+    if (high < 0) {
+        errno = saved;
+        return -1;
+    }
+    close(high);
+    return 0;
 }

@@ -23,6 +23,8 @@ struct Folio: AsyncParsableCommand {
     static func main() async {
         // First, before any listing: big arrays must go back to the system when freed (see the shim for why).
         _ = folio_return_large_blocks_to_system()
+        // Also first, while main is the only thread (see the shim): an optimisation, so a failure changes nothing.
+        _ = folio_reserve_descriptor_table(1023)
         do {
             var command = try parseAsRoot()
             if var command = command as? AsyncParsableCommand {

@@ -158,6 +158,21 @@ final class DaemonTests: XCTestCase {
         eventually(5, "STOPPING=1") { socket.lines.contains("STOPPING=1") }
     }
 
+    func testTheDaemonGrowsItsDescriptorTableBeforeItStartsThreads() throws {
+        // A child starts with a table sized by its parent's highest open descriptor: below 1,000 here, the daemon
+        // would have at most 1,024 slots of its own unless it grew the table itself.
+        let highest = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").compactMap { Int($0) }.max() ?? 0
+        XCTAssertLessThan(highest, 1000, "this test process holds a descriptor too high for the check to mean anything")
+        FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
+        writeConfig(target("docs"))
+        let daemon = try startDaemon()
+        eventually(20, "the first run") { text(scratch.path("dst-docs/a.txt")) == "first" }
+        let status = FileHandle(forReadingAtPath: "/proc/\(daemon.pid)/status").map { String(decoding: $0.readDataToEndOfFile(), as: UTF8.self) } ?? ""
+        let slots = status.split(separator: "\n").first { $0.hasPrefix("FDSize:") }.flatMap { Int($0.dropFirst(7).trimmingCharacters(in: .whitespaces)) }
+        XCTAssertGreaterThanOrEqual(slots ?? 0, 1024, "descriptor slots of the daemon (FDSize in /proc/PID/status)")
+        terminate(daemon)
+    }
+
     func testNotifyWorksOnAnAbstractSocket() throws {
         FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
         writeConfig(target("docs"))
