@@ -45,12 +45,12 @@ public final class StateDatabase: StateStore, Sendable {
             // folder. Four flushes in every run, even one that found nothing to do, each one waiting for whatever
             // else the file system has to commit (a no-change run of 30 files: 9.7 → 9.0 ms on an idle disk).
             // Kept, the log takes the next run's commits after its own, unflushed, as synchronous = NORMAL allows;
-            // a checkpoint runs only when it passes 1,000 pages (SQLite's wal_autocheckpoint), and the next open
-            // replays at most that. A process crash loses no commit (each is in the log before the run goes on);
-            // for a power cut, a run that changed files flushes the log with its last commit (`finishRun`).
-            // The size limit truncates the log at the restart after a checkpoint (an initial run's record can
-            // make it tens of MB).
-            try db.execute(sql: "PRAGMA journal_size_limit = 4194304")
+            // a run that ends with more than `logLimit` in it checkpoints (`finishRun`), so the next open, which
+            // reads the whole log to rebuild its index, reads at most that. A process crash loses no commit (each
+            // is in the log before the run goes on); for a power cut, a run that changed files flushes the log
+            // with its last commit (`finishRun`). The size limit truncates the log at the restart after a
+            // checkpoint (an initial run's record can make it tens of MB).
+            try db.execute(sql: "PRAGMA journal_size_limit = \(Self.logLimit)")
             let code = folio_sqlite3_keep_wal_on_close(db.sqliteConnection)
             guard code == SQLITE_OK else { throw DatabaseError(resultCode: ResultCode(rawValue: code)) }
         }
@@ -234,8 +234,22 @@ public final class StateDatabase: StateStore, Sendable {
                                    arguments: [sourceDigest.map { Int64(bitPattern: $0) }, target])
                     return .commit
                 }
+                // Why: the next process to open the database reads the whole log, checkpointed or not (a 4 MB log
+                // cost every run 1.7 ms). Past `logLimit`, about 30 runs that changed nothing, the log goes into
+                // the database and is emptied (a passive checkpoint would leave it whole for the next opener). A
+                // failure, such as another process's reads outlasting the busy timeout, leaves it as it was.
+                if Self.logSize(of: path) > Self.logLimit { _ = try? db.checkpoint(.truncate) }
             }
         }
+    }
+
+    /// The most the log may hold at the end of a run before it is checkpointed (bytes).
+    static let logLimit = 512 << 10
+
+    /// The log file's size; 0 when there is none.
+    static func logSize(of path: String) -> Int {
+        var info = stat()
+        return stat(path + "-wal", &info) == 0 ? Int(info.st_size) : 0
     }
 
     // MARK: status

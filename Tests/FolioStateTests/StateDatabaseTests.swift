@@ -66,6 +66,25 @@ final class StateDatabaseTests: XCTestCase {
         XCTAssertEqual(try database.sourceDigest(of: "first"), 7)
     }
 
+    /// Runs that each leave their commits in the log: once it passes the limit, a run's end checkpoints it, so
+    /// the next process reads at most that much of it at open.
+    func testTheLogIsCheckpointedOnceItPassesItsLimit() throws {
+        let folder = TemporaryDirectory("state")
+        var sizes: [Int] = []
+        for index in 0..<80 {
+            let database = try StateDatabase(directory: folder.path)
+            let id = try database.beginRun(target: "t\(index % 3)", source: "/s", destination: "/d", trigger: .manual, startedAt: Date())
+            try database.finishRun(id: id, target: "t\(index % 3)", report: RunReport(target: "t\(index % 3)"), sourceDigest: UInt64(index))
+            sizes.append(StateDatabase.logSize(of: folder.path("state.sqlite")))
+        }
+        // 80 runs append more than twice the limit: without checkpoints the log would end past it.
+        XCTAssertGreaterThan(sizes.max() ?? 0, StateDatabase.logLimit / 2, "the runs' commits went to the log: \(sizes)")
+        XCTAssertLessThanOrEqual(sizes.max() ?? 0, StateDatabase.logLimit + 64 << 10, "log sizes after each run: \(sizes)")
+        let database = try StateDatabase(directory: folder.path)
+        XCTAssertEqual(try database.sourceDigest(of: "t0"), 78)
+        XCTAssertEqual(try database.queue.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM run") }, 80)
+    }
+
     /// The end of a run that changed files is committed flushed (synchronous = FULL); the connection then goes
     /// back to unflushed commits, so a later no-change run flushes nothing.
     func testAChangingRunEndsFlushedAndLaterCommitsAreNot() throws {
