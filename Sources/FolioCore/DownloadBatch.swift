@@ -26,6 +26,9 @@ public final class DownloadBatch {
 
     /// The files, in the order the source should send them.
     public let entries: [Entry]
+    /// How many workers fetch batches at the same time: a source that keeps several requests of one batch in
+    /// flight gives each worker its share of the host's connections.
+    public let workers: Int
     private let openPartial: (Int) throws -> Int32
     /// Seals a file whose bytes all arrived: gives it its time, checks its size, closes it.
     private let seal: (Int, DownloadSink) -> Result<Installer.Sealed, SourceError>
@@ -35,9 +38,10 @@ public final class DownloadBatch {
     private var states: [State]
     private var completed: [Bool]
 
-    init(entries: [Entry], progress: TransferProgress, openPartial: @escaping (Int) throws -> Int32,
+    init(entries: [Entry], workers: Int = 1, progress: TransferProgress, openPartial: @escaping (Int) throws -> Int32,
          seal: @escaping (Int, DownloadSink) -> Result<Installer.Sealed, SourceError>, discard: @escaping (Int) -> Void) {
         self.entries = entries
+        self.workers = max(1, workers)
         self.progress = progress
         self.openPartial = openPartial
         self.seal = seal

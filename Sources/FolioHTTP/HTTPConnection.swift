@@ -92,7 +92,9 @@ final class HTTPConnection: SourceConnection {
     }
 
     /// Fetches a batch's files with as many GETs in flight as the host's cap lets this worker take without
-    /// waiting (all of them when it is the only worker), each file into its own partial file.
+    /// waiting, up to its share of the cap (all of it when it is the only worker), each file into its own
+    /// partial file. Why a share: each worker's handles keep their connections from one batch to the next, so
+    /// shares that add up to the cap keep the connections to the host within it too.
     ///
     /// Marks complete only a whole `200` that matches the listing (ETag, size, Last-Modified). Anything else —
     /// a redirect, a 429, an error page, a dropped connection, a changed file — is left for the engine to fetch
@@ -104,6 +106,7 @@ final class HTTPConnection: SourceConnection {
         var inFlight: [ObjectIdentifier: (handle: CurlEasy, index: Int)] = [:]
         var next = 0
         var starting = true
+        let share = max(1, client.gate.limit / batch.workers)
         // Why every exit leaves the gate: each request in flight holds one of the host's slots.
         defer {
             multi.abandonAll()
@@ -113,7 +116,7 @@ final class HTTPConnection: SourceConnection {
             }
         }
         while true {
-            while starting, next < batch.entries.count, inFlight.count < client.gate.limit {
+            while starting, next < batch.entries.count, inFlight.count < share {
                 // The first request waits its turn like any other; extra ones go only while slots are free.
                 let admitted = inFlight.isEmpty ? client.gate.enter(cancelled: { batch.isCancelled }) : client.gate.tryEnter()
                 guard admitted else {

@@ -122,14 +122,16 @@ final class HTTPMirrorCLITests: XCTestCase {
         XCTAssertEqual(cappedGets.count, expected.count)
         XCTAssertEqual(Set(cappedGets.compactMap { $0.split(separator: " ").last }).count, 1, "\(cappedGets)")
 
-        // By default the small files are one batch of one worker, which starts as many GETs as the server takes
-        // (16) at once: sixteen connections, no more, whatever the number of workers.
+        // Four workers on this near server each take batches with a quarter of the GETs the server takes (16) in
+        // flight: never more connections than the server's cap, however the batches move between workers.
         let plain = TemporaryDirectory("cli-batch-default")
         let third = mirror(server.url("dav", "batch/"), plain, ["--transfers", "4"])
         XCTAssertEqual(third.status, 0, third.stderr)
         let plainGets = server.requests(containing: "GET /dav/batch/").dropFirst(before + cappedGets.count)
         XCTAssertEqual(plainGets.count, expected.count)
-        XCTAssertEqual(Set(plainGets.compactMap { $0.split(separator: " ").last }).count, 16, "\(plainGets)")
+        let plainConnections = Set(plainGets.compactMap { $0.split(separator: " ").last }).count
+        XCTAssertGreaterThan(plainConnections, 4, "\(plainGets)")
+        XCTAssertLessThanOrEqual(plainConnections, 16, "\(plainGets)")
     }
 
     /// What a batch cannot take — a 429, a redirect, a dropped connection — is fetched alone afterwards, and the
