@@ -26,8 +26,9 @@ public final class DownloadBatch {
 
     /// The files, in the order the source should send them.
     public let entries: [Entry]
-    /// How many workers fetch batches at the same time: a source that keeps several requests of one batch in
-    /// flight gives each worker its share of the host's connections.
+    /// How many workers share the host's requests between their batches (all of them over a near link, where
+    /// each takes batches; 1 over a far one): a source that keeps several requests of one batch in flight
+    /// takes at most its share.
     public let workers: Int
     private let openPartial: (Int) throws -> Int32
     /// Seals a file whose bytes all arrived: gives it its time, checks its size, closes it.

@@ -33,8 +33,11 @@ struct DownloadStage: Sendable {
     let committer: StateCommitter
 
     func run() async -> Outcome {
-        let nearLink = source.roundTrip.map { $0 < TargetConfig.farRoundTrip } ?? true
+        let nearLink = !TargetConfig.isFar(roundTrip: source.roundTrip)
         let workerCount = Self.workerCount(for: downloads, workers: workers, features: source.features, nearLink: nearLink)
+        // Over a near link every worker takes batches, each with its share of the host's requests; over a far
+        // one a batch takes every request free, as another worker's batch is rarely running beside it.
+        let batchWorkers = nearLink ? workerCount : 1
         let jobs = Self.jobs(for: downloads, workers: workerCount, batching: source.features.batchDownloads)
         let queue = JobQueue(count: jobs.count, workers: workerCount)
         let outcome = Locked(Outcome())
@@ -44,7 +47,7 @@ struct DownloadStage: Sendable {
             // Why one serial queue per worker: a connection (a libssh2 session, a curl handle) must only ever
             // be used from one thread, and here it never leaves the queue that opened it.
             DispatchQueue(label: "folio.download.\(index)").async(group: group) {
-                self.work(jobs: jobs, workers: workerCount, queue: queue, outcome: outcome, installer: installer)
+                self.work(jobs: jobs, batchWorkers: batchWorkers, queue: queue, outcome: outcome, installer: installer)
             }
         }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -78,7 +81,7 @@ struct DownloadStage: Sendable {
     /// far link, workers splitting the host's requests in flight between their batches leave slots idle at the
     /// end of each batch. Over a near link the files' own work (a partial file created, written and sealed each)
     /// is what takes the time, and one worker does it on one core: 1,000 small files over loopback WebDAV took
-    /// 95-107 ms with one worker, 90-96 with four.
+    /// 102-108 ms with one worker, 83-90 with four.
     static func workerCount(for downloads: [SyncPlan.Download], workers: Int, features: SourceFeatures, nearLink: Bool) -> Int {
         let most = max(1, min(workers, downloads.count))
         guard features.batchDownloads, features.costlyConnections || (features.parallelBatches && !nearLink) else { return most }
@@ -124,7 +127,7 @@ struct DownloadStage: Sendable {
         return jobs
     }
 
-    private func work(jobs: [Range<Int>], workers: Int, queue: JobQueue, outcome: Locked<Outcome>, installer: Installer) {
+    private func work(jobs: [Range<Int>], batchWorkers: Int, queue: JobQueue, outcome: Locked<Outcome>, installer: Installer) {
         var connection: (any SourceConnection)?
         /// The current job's downloads not fetched yet.
         var pending: ArraySlice<Int> = []
@@ -157,7 +160,7 @@ struct DownloadStage: Sendable {
                 guard let job = queue.next() else { return }
                 pending = ArraySlice(jobs[job])
                 if pending.count > 1 {
-                    pending = ArraySlice(transferBatch(Array(pending), workers: workers, with: connection!, installer: installer, outcome: outcome))
+                    pending = ArraySlice(transferBatch(Array(pending), batchWorkers: batchWorkers, with: connection!, installer: installer, outcome: outcome))
                     continue
                 }
             }
@@ -207,11 +210,11 @@ struct DownloadStage: Sendable {
 
     /// Fetches a job's small files in one request and hands the ones that arrived whole to the installer;
     /// returns the indices left to fetch one by one (all of them when the batch failed as a whole).
-    private func transferBatch(_ indices: [Int], workers: Int, with connection: any SourceConnection, installer: Installer, outcome: Locked<Outcome>) -> [Int] {
+    private func transferBatch(_ indices: [Int], batchWorkers: Int, with connection: any SourceConnection, installer: Installer, outcome: Locked<Outcome>) -> [Int] {
         let entries = indices.map { downloads[$0].entry }
         let names = entries.map(Destination.partialName(for:))
         let batch = DownloadBatch(
-            entries: entries, workers: workers, progress: progress,
+            entries: entries, workers: batchWorkers, progress: progress,
             openPartial: { index throws(SourceError) in
                 try destination.openPartial(named: names[index], expectedSize: entries[index].size, resumable: false).fd
             },

@@ -23,7 +23,8 @@ public protocol Source: Sendable {
     /// and its C libraries tear down under it. The source stays usable; a later run opens what it needs.
     func finishRun() async
     /// The quickest request-and-answer turn the source has seen so far, its listing included; nil for a source
-    /// without a link (a local folder). With `transfers` unset, a far link gets more download workers.
+    /// without a link (a local folder). With `transfers` unset, a far link gets more download workers; and a
+    /// near one spreads parallel batches over every worker (see `SourceFeatures.parallelBatches`).
     var roundTrip: Duration? { get }
 }
 
@@ -71,8 +72,9 @@ public struct SourceFeatures: Sendable, Equatable {
     /// another one only for work that outlasts it, a large file or a full batch of small ones.
     public var costlyConnections: Bool
     /// Whether one batch fetches its files in parallel, as many at once as the server takes (HTTP GETs on
-    /// several connections): the engine then gives each worker a large file or a full batch, as another worker
-    /// would only split the same requests in flight.
+    /// several connections). Over a far link the engine then gives each worker a large file or a full batch,
+    /// as another worker would only split the same requests in flight; over a near one, where each file's own
+    /// work takes the time, every worker takes batches with its share of those requests.
     public var parallelBatches: Bool
 
     public init(mtimePrecision: TimePrecision, checksums: Bool = false, resumable: Bool = true, batchDownloads: Bool = false,

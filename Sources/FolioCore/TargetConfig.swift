@@ -44,11 +44,16 @@ public struct TargetConfig: Sendable, Equatable {
     /// The round trip from which a link counts as far: a LAN answers in well under a millisecond.
     public static let farRoundTrip = Duration.milliseconds(5)
 
+    /// Whether a source whose quickest turn took `roundTrip` is far; one without a link (nil) is near.
+    public static func isFar(roundTrip: Duration?) -> Bool {
+        guard let roundTrip else { return false }
+        return roundTrip >= farRoundTrip
+    }
+
     /// How many downloads run at once: `transfers` when set, else by the source's quickest turn.
     public func downloadWorkers(roundTrip: Duration?) -> Int {
         if let transfers { return transfers }
-        guard let roundTrip, roundTrip >= Self.farRoundTrip else { return Self.nearTransfers }
-        return Self.farTransfers
+        return Self.isFar(roundTrip: roundTrip) ? Self.farTransfers : Self.nearTransfers
     }
 
     public init(name: String, source: String, destination: String) {

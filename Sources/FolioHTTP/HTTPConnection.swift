@@ -92,9 +92,9 @@ final class HTTPConnection: SourceConnection {
     }
 
     /// Fetches a batch's files with as many GETs in flight as the host's cap lets this worker take without
-    /// waiting, up to its share of the cap (all of it when it is the only worker), each file into its own
-    /// partial file. Why a share: each worker's handles keep their connections from one batch to the next, so
-    /// shares that add up to the cap keep the connections to the host within it too.
+    /// waiting, up to its share of the cap (`batch.workers` workers share it; all of it for a lone one), each
+    /// file into its own partial file. Why a share: each worker's handles keep their connections from one batch
+    /// to the next, so without it four workers opened 26 connections to a host capped at 16 requests.
     ///
     /// Marks complete only a whole `200` that matches the listing (ETag, size, Last-Modified). Anything else —
     /// a redirect, a 429, an error page, a dropped connection, a changed file — is left for the engine to fetch

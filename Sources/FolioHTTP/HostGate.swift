@@ -2,8 +2,8 @@ import Foundation
 
 /// The politeness of one source's host, shared by every listing worker and download connection.
 ///
-/// It caps the requests in flight (the per-host connection cap: each worker owns one keep-alive connection,
-/// and at most `limit` of them talk at once), spaces requests to `requests-per-second`, and holds every request
+/// It caps the requests in flight (the per-host `connections` setting: at most `limit` of the workers' kept-alive
+/// connections talk at once), spaces requests to `requests-per-second`, and holds every request
 /// while the server asked for a pause (`Retry-After` on 429/503, an exhausted `X-RateLimit-Remaining`).
 final class HostGate: @unchecked Sendable {
     // Why @unchecked: every stored var is read and written only while `condition` is locked.

@@ -32,7 +32,7 @@ public final class StateDatabase: StateStore, Sendable {
         }
         path = directory + "/state.sqlite"
         var configuration = Configuration()
-        configuration.busyMode = .timeout(30)  // the daemon and a manual run may write at once
+        configuration.busyMode = .timeout(Double(Self.busyTimeoutMilliseconds) / 1000)  // the daemon and a manual run may write at once
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA journal_mode = WAL")
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
@@ -215,7 +215,8 @@ public final class StateDatabase: StateStore, Sendable {
 
     /// Records how a run ended. A run that changed the destination ends with its log flushed (this commit is made with synchronous =
     /// FULL, which flushes the log and so every commit before it): the files it installed are on disk, and a
-    /// power cut must not leave the record behind them. A run that changed nothing flushes nothing.
+    /// power cut must not leave the record behind them. A run that changed nothing flushes nothing, unless its
+    /// end finds more than `logLimit` in the log (one in about 30 such runs), which it then checkpoints.
     public func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?) throws {
         let changed = report.downloaded + report.updated + report.removed + report.trashed + report.createdFolders > 0
         try perform {
@@ -236,15 +237,23 @@ public final class StateDatabase: StateStore, Sendable {
                 }
                 // Why: the next process to open the database reads the whole log, checkpointed or not (a 4 MB log
                 // cost every run 1.7 ms). Past `logLimit`, about 30 runs that changed nothing, the log goes into
-                // the database and is emptied (a passive checkpoint would leave it whole for the next opener). A
-                // failure, such as another process's reads outlasting the busy timeout, leaves it as it was.
-                if Self.logSize(of: path) > Self.logLimit { _ = try? db.checkpoint(.truncate) }
+                // the database and is emptied (a passive checkpoint would leave it whole for the next opener). It
+                // waits at most 0.2 s for another process's readers, not the 30 s a write waits; a failure leaves
+                // the log as it was, for a later run.
+                if Self.logSize(of: path) > Self.logLimit {
+                    sqlite3_busy_timeout(db.sqliteConnection, 200)
+                    defer { sqlite3_busy_timeout(db.sqliteConnection, Self.busyTimeoutMilliseconds) }
+                    _ = try? db.checkpoint(.truncate)
+                }
             }
         }
     }
 
     /// The most the log may hold at the end of a run before it is checkpointed (bytes).
     static let logLimit = 512 << 10
+
+    /// How long a write waits for another process's (the daemon's, a manual run's) to end.
+    static let busyTimeoutMilliseconds: Int32 = 30_000
 
     /// The log file's size; 0 when there is none.
     static func logSize(of path: String) -> Int {

@@ -23,7 +23,9 @@ struct Folio: AsyncParsableCommand {
     static func main() async {
         // First, before any listing: big arrays must go back to the system when freed (see the shim for why).
         _ = folio_return_large_blocks_to_system()
-        // Also first, while main is the only thread (see the shim): an optimisation, so a failure changes nothing.
+        // Also first, while main is the only thread (see the shim; Swift's async main gets here on the process's
+        // own thread before any other starts: strace shows the F_DUPFD before the first clone3). An
+        // optimisation, so a failure changes nothing.
         _ = folio_reserve_descriptor_table(1023)
         do {
             var command = try parseAsRoot()

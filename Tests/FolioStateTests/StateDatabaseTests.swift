@@ -86,7 +86,7 @@ final class StateDatabaseTests: XCTestCase {
     }
 
     /// The end of a run that changed files is committed flushed (synchronous = FULL); the connection then goes
-    /// back to unflushed commits, so a later no-change run flushes nothing.
+    /// back to unflushed commits, so a later no-change run (with little in the log) flushes nothing.
     func testAChangingRunEndsFlushedAndLaterCommitsAreNot() throws {
         let folder = TemporaryDirectory("state")
         let database = try StateDatabase(directory: folder.path)
