@@ -56,6 +56,10 @@ public struct TargetConfig: Sendable, Equatable {
         return Self.isFar(roundTrip: roundTrip) ? Self.farTransfers : Self.nearTransfers
     }
 
+    /// The most downloads `downloadWorkers(roundTrip:)` can ask for, whatever the link: what a source sizes its
+    /// per-run limits by before the round trip is known.
+    public var mostDownloadWorkers: Int { transfers ?? Self.farTransfers }
+
     public init(name: String, source: String, destination: String) {
         self.name = name
         self.source = source

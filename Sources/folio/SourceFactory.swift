@@ -20,12 +20,11 @@ enum SourceFactory {
         switch location.kind {
         case .local(let path):
             return LocalSource(rootPath: path, symlinks: target.symlinks)
-        // `transfers`: the most download workers the engine may start (unset, it starts 4, or 8 on a far link).
         case .sftp:
             return try SFTPSource(location: location, settings: target.sourceSettings, timeout: target.timeout,
-                                  transfers: target.transfers ?? TargetConfig.farTransfers, symlinks: target.symlinks)
+                                  transfers: target.mostDownloadWorkers, symlinks: target.symlinks)
         case .http:
-            return try HTTPSource(location: location, settings: target.sourceSettings, timeout: target.timeout, transfers: target.transfers ?? TargetConfig.farTransfers)
+            return try HTTPSource(location: location, settings: target.sourceSettings, timeout: target.timeout, transfers: target.mostDownloadWorkers)
         }
     }
 

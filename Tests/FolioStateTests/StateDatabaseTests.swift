@@ -53,14 +53,11 @@ final class StateDatabaseTests: XCTestCase {
             let id = try database.beginRun(target: target, source: "/s", destination: "/d", trigger: .manual, startedAt: Date())
             try database.finishRun(id: id, target: target, report: RunReport(target: target), sourceDigest: 7)
         }
-        func logSize() throws -> Int {
-            try XCTUnwrap(try FileManager.default.attributesOfItem(atPath: folder.path("state.sqlite-wal"))[.size] as? Int)
-        }
         try run("first")
-        let afterFirst = try logSize()
+        let afterFirst = StateDatabase.logSize(of: folder.path("state.sqlite"))
         XCTAssertGreaterThan(afterFirst, 0, "the first run's commits wait in the log")
         try run("second")
-        XCTAssertGreaterThan(try logSize(), afterFirst, "the second run appended to the log instead of starting it over")
+        XCTAssertGreaterThan(StateDatabase.logSize(of: folder.path("state.sqlite")), afterFirst, "the second run appended to the log instead of starting it over")
         let database = try StateDatabase(directory: folder.path)
         XCTAssertEqual(Set(try database.lastRuns().keys), ["first", "second"])
         XCTAssertEqual(try database.sourceDigest(of: "first"), 7)
