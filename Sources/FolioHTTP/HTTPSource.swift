@@ -80,24 +80,25 @@ public struct HTTPSource: Source {
     public var features: SourceFeatures { SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true, batchDownloads: true, parallelBatches: true) }
 
     public func snapshot(options: ListingOptions) async throws -> Snapshot {
-        // Why as many listing workers as the host takes requests: each folder is a round trip, and a level of a
-        // few dozen folders then costs one round of them, not several.
-        let threads = max(options.parallelism, client.gate.limit)
+        // As many listing workers as downloads, and as many as the host takes requests once the link shows far
+        // (see `ListingWalk.Workers`).
+        let workers = ListingWalk.Workers(most: max(options.parallelism, client.gate.limit), near: options.parallelism,
+                                          roundTrip: { [client] in client.roundTrips.fastest })
         var builder: SnapshotBuilder
         switch webdav ?? detected.value.withLock({ $0 }) {
         case true?:
-            builder = try await WebDAVLister(client: client, exclude: options.exclude).snapshot(threads: threads)
+            builder = try await WebDAVLister(client: client, exclude: options.exclude).snapshot(workers: workers)
         case false?:
-            builder = try await IndexLister(client: client, exclude: options.exclude).snapshot(threads: threads)
+            builder = try await IndexLister(client: client, exclude: options.exclude).snapshot(workers: workers)
         case nil:
             // Why no OPTIONS first: the listing's own first PROPFIND tells a WebDAV server (207, or 403 to
             // `Depth: infinity` then 207) from a plain one (405, 501, a page), a round trip sooner.
             do {
-                builder = try await WebDAVLister(client: client, exclude: options.exclude, probing: true).snapshot(threads: threads)
+                builder = try await WebDAVLister(client: client, exclude: options.exclude, probing: true).snapshot(workers: workers)
                 detected.value.withLock { $0 = true }
             } catch is WebDAVLister.NotWebDAV {
                 detected.value.withLock { $0 = false }
-                builder = try await IndexLister(client: client, exclude: options.exclude).snapshot(threads: threads)
+                builder = try await IndexLister(client: client, exclude: options.exclude).snapshot(workers: workers)
             }
         }
         if insecureTLS {

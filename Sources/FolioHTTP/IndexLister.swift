@@ -15,8 +15,8 @@ struct IndexLister: Sendable {
     static let pageLimit = 64 << 20
 
     /// Lists the whole tree.
-    func snapshot(threads: Int) async throws -> SnapshotBuilder {
-        try await ListingWalk.run(threads: threads, root: .folder(.root)) { job, easy, walk in
+    func snapshot(workers: ListingWalk.Workers) async throws -> SnapshotBuilder {
+        try await ListingWalk.run(workers: workers, root: .folder(.root)) { job, easy, walk in
             switch job {
             case .folder(let folder): try list(folder, easy: easy, walk: walk)
             case .head(let file): try head(file, easy: easy, walk: walk)

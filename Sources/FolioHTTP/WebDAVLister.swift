@@ -30,9 +30,9 @@ struct WebDAVLister: Sendable {
         """.utf8)
 
     /// Lists the whole tree.
-    func snapshot(threads: Int) async throws -> SnapshotBuilder {
+    func snapshot(workers: ListingWalk.Workers) async throws -> SnapshotBuilder {
         let rootDepthOne = RootDepthOne()
-        return try await ListingWalk.run(threads: threads, root: .folder(.root)) { job, easy, walk in
+        return try await ListingWalk.run(workers: workers, root: .folder(.root)) { job, easy, walk in
             switch job {
             case .folder(let folder): try list(folder, easy: easy, walk: walk, rootDepthOne: rootDepthOne)
             case .rootDepthOne: rootDepthOne.runIfWaiting { try propfind(.root, depth: "1", easy: easy, walk: walk) ?? [] }
