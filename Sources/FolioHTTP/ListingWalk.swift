@@ -90,8 +90,8 @@ final class ListingWalk: @unchecked Sendable {
     func push(_ job: Job) {
         condition.lock()
         jobs.append(job)
-        // A job is pushed by a worker that had a request answered (but the root's `.rootDepthOne`), so the
-        // link is timed by now and the answer is known: far, the rest of the workers start.
+        // Every job but `.rootDepthOne` (pushed before the root's request) is pushed by a worker whose request
+        // was answered, so the link is timed by then: if it is far, the rest of the workers start.
         if started < workers.most, TargetConfig.isFar(roundTrip: workers.roundTrip()) {
             startWorkers(upTo: workers.most)
         }
