@@ -30,6 +30,10 @@ final class CurlEasy {
         var body: [UInt8]
         /// Whether a `WWW-Authenticate: Digest` challenge came before this response (curl answered it).
         var sawDigestChallenge = false
+        /// From the request going out to the answer's first byte: the link's round trip plus the server's
+        /// work, without name lookup, connecting or TLS (which a new connection pays first). Nil when libcurl
+        /// did not time it.
+        var turn: Duration?
     }
 
     /// A libcurl failure, keeping libcurl's code: `curl 28 (Timeout was reached)`.
@@ -127,6 +131,16 @@ final class CurlEasy {
     }
 
     /// Ends the transfer `start` set up, given libcurl's result for it, and returns its response.
+    /// The last transfer's `Response.turn`: the first byte's time less the time the request was ready to go.
+    private func turn() -> Duration? {
+        var ready: curl_off_t = 0
+        var firstByte: curl_off_t = 0
+        guard folio_curl_getinfo_off_t(handle, CURLINFO_PRETRANSFER_TIME_T, &ready) == CURLE_OK,
+              folio_curl_getinfo_off_t(handle, CURLINFO_STARTTRANSFER_TIME_T, &firstByte) == CURLE_OK,
+              firstByte > 0, firstByte >= ready else { return nil }
+        return .microseconds(firstByte - ready)
+    }
+
     fileprivate func finish(_ code: CURLcode) throws -> Response {
         guard let (context, headerList) = transfer else { throw failure(CURLE_FAILED_INIT) }
         transfer = nil
@@ -139,7 +153,7 @@ final class CurlEasy {
             _ = try context.decide(context.status, context.headers)
         }
         return Response(status: context.status, headers: context.headers, body: context.collected,
-                        sawDigestChallenge: context.sawDigestChallenge)
+                        sawDigestChallenge: context.sawDigestChallenge, turn: turn())
     }
 
     /// Why passing the context unretained is safe: `transfer` keeps it alive from `start` to `finish`, and

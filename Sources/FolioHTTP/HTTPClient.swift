@@ -13,8 +13,10 @@ final class HTTPClient: Sendable {
 
     let urls: SourceURL
     let gate: HostGate
-    /// The quickest requests: one round trip each (two on a new connection), the server's work and the body's
-    /// transfer included, so the quickest of a listing's requests is near the link's round trip.
+    /// The quickest requests' turns (`CurlEasy.Response.turn`): one round trip and the server's work each, a new
+    /// connection's handshakes left out, so even the first request, which the listing's near/far choice reads,
+    /// measures the link and not the set-up before it (a TLS handshake alone took 2-2.6 ms over loopback here,
+    /// and on a LAN each of its round trips and TCP's would count again).
     let roundTrips = RoundTripGauge()
     private let baseSettings: CurlSettings
     /// Why a Mutex: the auth scheme is learnt from the first challenge by whichever thread sees it, then read
@@ -66,9 +68,8 @@ final class HTTPClient: Sendable {
             let response: CurlEasy.Response
             do {
                 defer { gate.leave() }
-                let sending = ContinuousClock.now
                 response = try easy.perform(request, settings: settings, cancelled: cancelled, decide: decide, onBody: onBody)
-                roundTrips.record(ContinuousClock.now - sending)
+                if let turn = response.turn { roundTrips.record(turn) }
             } catch let failure as CurlEasy.Failure {
                 if failure.isCancellation || cancelled() { throw cancelledError(request.url) }
                 attempt += 1

@@ -11,7 +11,8 @@ import Synchronization
 /// `Range` + `If-Range` and refuse a file whose ETag, size or time changed since the listing.
 ///
 /// At most `connections` requests (default `max(transfers, 16)`) are in flight to the host at once: the listing
-/// has that many workers, each download worker keeps its connection alive, and a batch of small files takes the
+/// has that many workers over a far link (4, or `transfers` if more, over a near one), each download worker
+/// keeps its connection alive, and a batch of small files takes the
 /// free slots for parallel GETs; 429/503 `Retry-After` and `X-RateLimit-*` pause every worker; `requests-per-second` spaces requests.
 ///
 /// Symbolic links are the server's business (it serves what they point to), so `ListingOptions.symlinks` does
@@ -80,8 +81,8 @@ public struct HTTPSource: Source {
     public var features: SourceFeatures { SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true, batchDownloads: true, parallelBatches: true) }
 
     public func snapshot(options: ListingOptions) async throws -> Snapshot {
-        // As many listing workers as downloads, and as many as the host takes requests once the link shows far
-        // (see `ListingWalk.Workers`).
+        // The listing's parallelism (4, or `transfers` if more) to start, and as many workers as the host takes
+        // requests once the link shows far (see `ListingWalk.Workers`).
         let workers = ListingWalk.Workers(most: max(options.parallelism, client.gate.limit), near: options.parallelism,
                                           roundTrip: { [client] in client.roundTrips.fastest })
         var builder: SnapshotBuilder

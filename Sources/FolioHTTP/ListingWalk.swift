@@ -23,10 +23,11 @@ final class ListingWalk: @unchecked Sendable {
         /// Workers over a far link: each folder is a round trip, and a level of a few dozen folders then costs
         /// one round of them, not several.
         var most: Int
-        /// Workers while the link is near or not timed yet. Why fewer: near, a request is more the server's
-        /// work than the wire's, and each worker is one more thread and connection to start (no-change run of
-        /// 1,000 files in 21 folders over loopback WebDAV: 22.2 ms with 16 workers, 20.9 with 8, 20.4 with 4;
-        /// medians of 21). Why start with them over a far link too: the first request, the root, is alone.
+        /// Workers while the link is near or not timed yet (the listing's parallelism: 4, or `transfers` if
+        /// more). Why fewer: near, a request is more the server's work than the wire's, and each worker is one
+        /// more thread and connection to start (no-change run of 1,000 files in 21 folders over loopback WebDAV:
+        /// 22.2 ms with 16 workers, 20.9 with 8, 20.4 with 4; medians of 21). Why start with them over a far
+        /// link too: the first request, the root, is alone.
         var near: Int
         /// The quickest turn the source has timed so far (nil before the first).
         var roundTrip: @Sendable () -> Duration?
@@ -92,7 +93,7 @@ final class ListingWalk: @unchecked Sendable {
         jobs.append(job)
         // Every job but `.rootDepthOne` (pushed before the root's request) is pushed by a worker whose request
         // was answered, so the link is timed by then: if it is far, the rest of the workers start.
-        if started < workers.most, TargetConfig.isFar(roundTrip: workers.roundTrip()) {
+        if !stopped, started < workers.most, TargetConfig.isFar(roundTrip: workers.roundTrip()) {
             startWorkers(upTo: workers.most)
         }
         condition.signal()

@@ -27,6 +27,25 @@ final class HTTPConformanceTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(try XCTUnwrap(source.roundTrip), .milliseconds(10))
     }
 
+    /// A new connection's handshakes are not part of a turn: over HTTPS through a proxy adding 10 ms each way,
+    /// the listing's requests, each on a new connection (TCP, then TLS), report one round trip (20 ms) and not
+    /// the two that the TLS handshake and the request take together, which made a LAN server look far.
+    func testATurnLeavesOutTheConnectionsHandshakes() async throws {
+        let server = try NginxServer(tls: true)
+        let proxy = try DelayProxy(forwardingTo: server.port, delay: 0.01)
+        defer { proxy.stop() }
+        FixtureTree.write(server.servedRoot, "tls/a.txt", "alpha\n")
+        let url = server.url("dav", "tls/").replacingOccurrences(of: ":\(server.port)/", with: ":\(proxy.port)/")
+        var settings = SourceSettings()
+        settings.caFile = server.certificatePath
+        let source = try HTTPSource(location: SourceLocation(parsing: url), settings: settings, timeout: 10, transfers: 2)
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["a.txt"])
+        let turn = try XCTUnwrap(source.roundTrip)
+        XCTAssertGreaterThanOrEqual(turn, .milliseconds(20))
+        XCTAssertLessThan(turn, .milliseconds(35), "the TLS handshake was timed as part of the request")
+    }
+
     /// Over a far link the listing adds workers (each its own connection) up to the host's cap: 24 folders
     /// through a proxy adding 10 ms a round trip are listed on more connections than the 4 it starts with.
     /// (`ListingWalkTests` holds the rule for near links, where this machine's load could blur the timing.)

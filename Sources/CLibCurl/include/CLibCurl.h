@@ -28,6 +28,10 @@ CURLcode folio_curl_setopt_xferinfo_cb(CURL *handle, folio_curl_xferinfo_cb valu
 /* Copies the bytes (CURL_BLOB_COPY), so the caller's buffer need not outlive the call. */
 CURLcode folio_curl_setopt_blob(CURL *handle, CURLoption option, const void *data, size_t length);
 
+/* curl_easy_getinfo is variadic too: this one reads the options whose value is a curl_off_t (the *_TIME_T
+   timings, in microseconds). */
+CURLcode folio_curl_getinfo_off_t(CURL *handle, CURLINFO info, curl_off_t *value);
+
 /* The CURLAUTH_* masks are cast expressions Swift does not import. */
 static const unsigned long folio_curlauth_basic = CURLAUTH_BASIC;
 static const unsigned long folio_curlauth_digest = CURLAUTH_DIGEST;
