@@ -130,7 +130,6 @@ final class CurlEasy {
         }
     }
 
-    /// Ends the transfer `start` set up, given libcurl's result for it, and returns its response.
     /// The last transfer's `Response.turn`: the first byte's time less the time the request was ready to go.
     private func turn() -> Duration? {
         var ready: curl_off_t = 0
@@ -141,6 +140,7 @@ final class CurlEasy {
         return .microseconds(firstByte - ready)
     }
 
+    /// Ends the transfer `start` set up, given libcurl's result for it, and returns its response.
     fileprivate func finish(_ code: CURLcode) throws -> Response {
         guard let (context, headerList) = transfer else { throw failure(CURLE_FAILED_INIT) }
         transfer = nil

@@ -59,14 +59,13 @@ final class ListingWalk: @unchecked Sendable {
     static func run(workers: Workers, root: Job, work: @escaping Work) async throws -> SnapshotBuilder {
         let walk = ListingWalk(workers: workers, work: work)
         walk.jobs = [root]
-        let group = walk.group
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<SnapshotBuilder, any Error>) in
                 walk.condition.lock()
                 walk.startWorkers(upTo: min(workers.near, workers.most))
                 walk.condition.unlock()
                 // Why notify, not wait: the awaiting task must not block a cooperative thread.
-                group.notify(queue: DispatchQueue(label: "folio.http.list.done")) {
+                walk.group.notify(queue: DispatchQueue(label: "folio.http.list.done")) {
                     walk.condition.lock()
                     defer { walk.condition.unlock() }
                     if let fatal = walk.fatal {
