@@ -12,6 +12,9 @@ public struct ListingOptions: Sendable {
     public var exclude: ExcludeFilter
     /// How many folders a source may list at once.
     public var parallelism: Int
+    /// What the last run left for this listing (empty on a first run); used by sources with
+    /// `SourceFeatures.listsAhead`.
+    public var hints = ListingHints()
 
     public init(symlinks: SymlinkPolicy = .skip, exclude: ExcludeFilter = ExcludeFilter(), parallelism: Int = 4) {
         self.symlinks = symlinks

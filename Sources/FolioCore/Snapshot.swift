@@ -9,6 +9,9 @@ public struct Snapshot: Sendable {
     public let entries: [Entry]
     /// Folders that could not be read, names that were skipped, names that clash once normalised.
     public let issues: [ListingIssue]
+    /// What the source learned about its server that the next listing can use (`ListingHints.memo`); kept in
+    /// the state database after a run that reached its end.
+    public var memo: String?
 
     init(sortedEntries: [Entry], issues: [ListingIssue]) {
         self.entries = sortedEntries

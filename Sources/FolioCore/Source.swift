@@ -76,14 +76,18 @@ public struct SourceFeatures: Sendable, Equatable {
     /// as another worker would only split the same requests in flight; over a near one, where each file's own
     /// work takes the time, every worker takes batches with its share of those requests.
     public var parallelBatches: Bool
+    /// Whether the listing uses `ListingOptions.hints` (the last run's folders and memo); the engine reads them
+    /// from the state database only for such a source.
+    public var listsAhead: Bool
 
     public init(mtimePrecision: TimePrecision, checksums: Bool = false, resumable: Bool = true, batchDownloads: Bool = false,
-                costlyConnections: Bool = false, parallelBatches: Bool = false) {
+                costlyConnections: Bool = false, parallelBatches: Bool = false, listsAhead: Bool = false) {
         self.mtimePrecision = mtimePrecision
         self.checksums = checksums
         self.resumable = resumable
         self.batchDownloads = batchDownloads
         self.costlyConnections = costlyConnections
         self.parallelBatches = parallelBatches
+        self.listsAhead = listsAhead
     }
 }

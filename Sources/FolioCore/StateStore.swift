@@ -14,7 +14,10 @@ public protocol StateStore: Sendable {
     /// Stores finished files and forgets removed paths (with everything below them), in one transaction.
     func commit(target: String, upserts: [RecordedEntry], removedSubtrees: [RelativePath]) throws
     /// Ends a run; `sourceDigest` is set only for a complete, successful run (else the stored one is cleared).
-    func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?) throws
+    /// A `listingMemo` replaces the stored one; nil keeps it.
+    func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?, listingMemo: String?) throws
+    /// The folders of a target's record and its last listing memo, for the next listing.
+    func listingHints(of target: String) throws -> ListingHints
 }
 
 /// A state database that cannot be used: corrupt, newer than this Folio, unwritable. Fails the run (exit 1).
@@ -28,5 +31,10 @@ extension StateStore {
     /// The last good record of a target: what Folio wrote, by path.
     public func record(of target: String) throws -> RecordedTree {
         try record(of: target, sharingPathsWith: .empty)
+    }
+
+    /// Ends a run and keeps the stored listing memo.
+    public func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?) throws {
+        try finishRun(id: id, target: target, report: report, sourceDigest: sourceDigest, listingMemo: nil)
     }
 }

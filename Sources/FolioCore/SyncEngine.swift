@@ -50,9 +50,10 @@ public struct SyncEngine: Sendable {
             }
         }
         let digest: UInt64?
+        var memo: String?
         do {
             digest = try await withTaskCancellationHandler {
-                try await sync(target, source: source, options: options, progress: progress, report: &report)
+                try await sync(target, source: source, options: options, progress: progress, report: &report, memo: &memo)
             } onCancel: {
                 progress.cancel()
             }
@@ -75,15 +76,15 @@ public struct SyncEngine: Sendable {
             digest = nil
         }
         await source.finishRun()
-        return finish(report, runID: runID, started: started, digest: digest)
+        return finish(report, runID: runID, started: started, digest: digest, memo: memo)
     }
 
-    private func finish(_ report: RunReport, runID: Int64?, started: Date, digest: UInt64?) -> RunReport {
+    private func finish(_ report: RunReport, runID: Int64?, started: Date, digest: UInt64?, memo: String? = nil) -> RunReport {
         var report = report
         report.seconds = Date().timeIntervalSince(started)
         if let runID {
             do {
-                try state.finishRun(id: runID, target: report.target, report: report, sourceDigest: report.isClean ? digest : nil)
+                try state.finishRun(id: runID, target: report.target, report: report, sourceDigest: report.isClean ? digest : nil, listingMemo: memo)
             } catch {
                 if report.error == nil { report.error = "cannot record the run in the state database: \(error)" }
                 report.result = .failed
@@ -93,14 +94,18 @@ public struct SyncEngine: Sendable {
         return report
     }
 
-    /// Check and sync. Returns the snapshot's digest when the run reached the end.
-    private func sync(_ target: TargetConfig, source: any Source, options: RunOptions, progress: TransferProgress, report: inout RunReport) async throws -> UInt64 {
+    /// Check and sync. Returns the snapshot's digest when the run reached the end, and sets `memo` to the
+    /// listing's.
+    private func sync(_ target: TargetConfig, source: any Source, options: RunOptions, progress: TransferProgress, report: inout RunReport,
+                      memo: inout String?) async throws -> UInt64 {
         let name = target.name
         events.emit(.stage(target: name, stage: .listing))
         let destination = try Self.openDestination(target.destination, dryRun: options.dryRun)
-        let listing = ListingOptions(symlinks: target.symlinks, exclude: ExcludeFilter(target.exclude), parallelism: max(TargetConfig.nearTransfers, target.transfers ?? 0))
+        var listing = ListingOptions(symlinks: target.symlinks, exclude: ExcludeFilter(target.exclude), parallelism: max(TargetConfig.nearTransfers, target.transfers ?? 0))
+        if source.features.listsAhead { listing.hints = try state.listingHints(of: name) }
         var (snapshot, local) = try await Self.list(source, options: listing, destination: destination)
         try Task.checkCancellation()
+        memo = snapshot.memo
 
         report.issues = snapshot.issues + local.issues.filter(\.blocksRemovals)
         for issue in report.issues { events.emit(.notice(target: name, message: issue.description)) }

@@ -78,35 +78,47 @@ public struct HTTPSource: Source {
                                            requestsPerSecond: settings.requestsPerSecond))
     }
 
-    public var features: SourceFeatures { SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true, batchDownloads: true, parallelBatches: true) }
+    public var features: SourceFeatures {
+        SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true, batchDownloads: true, parallelBatches: true, listsAhead: true)
+    }
 
     public func snapshot(options: ListingOptions) async throws -> Snapshot {
+        let last = HTTPListingMemo(options.hints.memo)
         // The listing's parallelism (4, or `transfers` if more) to start, and as many workers as the host takes
-        // requests once the link shows far (see `ListingWalk.Workers`).
-        let workers = ListingWalk.Workers(most: max(options.parallelism, client.gate.limit), near: options.parallelism,
+        // requests once the link shows far (see `ListingWalk.Workers`), or from the start when it was far last time.
+        let most = max(options.parallelism, client.gate.limit)
+        let workers = ListingWalk.Workers(most: most, near: last.far ? most : options.parallelism,
                                           roundTrip: { [client] in client.roundTrips.fastest })
+        let known = options.hints.folders
         var builder: SnapshotBuilder
+        var infinityRefused = false
         switch webdav ?? detected.value.withLock({ $0 }) {
         case true?:
-            builder = try await WebDAVLister(client: client, exclude: options.exclude).snapshot(workers: workers)
+            let listing = try await WebDAVLister(client: client, exclude: options.exclude, infinityRefused: last.infinityRefused, known: known)
+                .snapshot(workers: workers)
+            (builder, infinityRefused) = (listing.builder, listing.infinityRefused)
         case false?:
-            builder = try await IndexLister(client: client, exclude: options.exclude).snapshot(workers: workers)
+            builder = try await IndexLister(client: client, exclude: options.exclude, known: known).snapshot(workers: workers)
         case nil:
             // Why no OPTIONS first: the listing's own first PROPFIND tells a WebDAV server (207, or 403 to
             // `Depth: infinity` then 207) from a plain one (405, 501, a page), a round trip sooner.
             do {
-                builder = try await WebDAVLister(client: client, exclude: options.exclude, probing: true).snapshot(workers: workers)
+                let listing = try await WebDAVLister(client: client, exclude: options.exclude, probing: true,
+                                                     infinityRefused: last.infinityRefused, known: known).snapshot(workers: workers)
+                (builder, infinityRefused) = (listing.builder, listing.infinityRefused)
                 detected.value.withLock { $0 = true }
             } catch is WebDAVLister.NotWebDAV {
                 detected.value.withLock { $0 = false }
-                builder = try await IndexLister(client: client, exclude: options.exclude).snapshot(workers: workers)
+                builder = try await IndexLister(client: client, exclude: options.exclude, known: known).snapshot(workers: workers)
             }
         }
         if insecureTLS {
             builder.note(ListingIssue(path: displayName, kind: .warning(
                 "insecure-tls = true: the server's certificate is not checked, so anyone on the network path can pose as it; use ca-file instead")))
         }
-        return builder.finish()
+        var snapshot = builder.finish()
+        snapshot.memo = HTTPListingMemo(infinityRefused: infinityRefused, far: TargetConfig.isFar(roundTrip: client.roundTrips.fastest)).text
+        return snapshot
     }
 
     /// The quickest request so far (see `HTTPClient.roundTrips`).

@@ -11,12 +11,14 @@ import Foundation
 struct IndexLister: Sendable {
     let client: HTTPClient
     let exclude: ExcludeFilter
+    /// Folders the last run had, listed ahead (see `ListingWalk`).
+    var known: [RelativePath] = []
 
     static let pageLimit = 64 << 20
 
     /// Lists the whole tree.
     func snapshot(workers: ListingWalk.Workers) async throws -> SnapshotBuilder {
-        try await ListingWalk.run(workers: workers, root: .folder(.root)) { job, easy, walk in
+        try await ListingWalk.run(workers: workers, root: .folder(.root), known: known) { job, easy, walk in
             switch job {
             case .folder(let folder): try list(folder, easy: easy, walk: walk)
             case .head(let file): try head(file, easy: easy, walk: walk)
@@ -25,7 +27,7 @@ struct IndexLister: Sendable {
         }
     }
 
-    private func list(_ folder: RelativePath, easy: CurlEasy, walk: ListingWalk) throws {
+    private func list(_ folder: RelativePath, easy: CurlEasy, walk: ListingWalk.Scope) throws {
         let url = client.urls.url(for: folder, folder: true)
         let response = try client.send(with: easy, cancelled: { walk.isStopped }, makeRequest: {
             CurlEasy.Request(method: "GET", url: url, bodyLimit: Self.pageLimit)
@@ -75,7 +77,7 @@ struct IndexLister: Sendable {
         walk.add(entries, issues: issues)
     }
 
-    private func head(_ file: RelativePath, easy: CurlEasy, walk: ListingWalk) throws {
+    private func head(_ file: RelativePath, easy: CurlEasy, walk: ListingWalk.Scope) throws {
         let url = client.urls.url(for: file, folder: false)
         let response = try client.send(with: easy, cancelled: { walk.isStopped }, makeRequest: {
             CurlEasy.Request(method: "HEAD", url: url)
@@ -90,7 +92,7 @@ struct IndexLister: Sendable {
 
     /// Some servers (Apache for an empty file) answer HEAD without Content-Length; a GET of the first byte tells
     /// the size in its Content-Range (`bytes 0-0/N`, or `bytes */0` with 416 for an empty file).
-    private func sizeFromRange(_ url: String, file: RelativePath, easy: CurlEasy, walk: ListingWalk) throws -> Int64? {
+    private func sizeFromRange(_ url: String, file: RelativePath, easy: CurlEasy, walk: ListingWalk.Scope) throws -> Int64? {
         let response = try client.send(with: easy, cancelled: { walk.isStopped }, makeRequest: {
             CurlEasy.Request(method: "GET", url: url, headers: ["Range: bytes=0-0"], bodyLimit: 1)
         })

@@ -5,6 +5,11 @@ import Foundation
 /// folders (and HEAD requests) are in flight at once: `Workers.near` of them from the start, and `Workers.most`
 /// once a request has shown the link far.
 ///
+/// Folders the last complete run had (`ListingOptions.knownFolders`) are listed ahead, alongside the root,
+/// instead of one level per round trip: a known folder's listing is held until its parent's listing names it as
+/// a folder, and dropped if it never does (the folder was removed, renamed or excluded since), so the snapshot
+/// holds only what the listings of the folders above each entry show, as a plain walk's does.
+///
 /// Workers run on their own serial DispatchQueues, never on the cooperative pool: libcurl blocks. The walk
 /// ends when no job is queued and no worker is busy, or at the first run-level error.
 final class ListingWalk: @unchecked Sendable {
@@ -33,13 +38,71 @@ final class ListingWalk: @unchecked Sendable {
         var roundTrip: @Sendable () -> Duration?
     }
 
-    /// What a job does; `walk` takes its results. A thrown `SourceError` fails the whole listing when it is
+    /// What a job does; `scope` takes its results. A thrown `SourceError` fails the whole listing when it is
     /// about the root or when it fails the run (server unreachable, credentials refused); otherwise the
     /// folder or file becomes an `.unreadable` issue and the rest goes on.
-    typealias Work = @Sendable (Job, CurlEasy, ListingWalk) throws -> Void
+    typealias Work = @Sendable (Job, CurlEasy, Scope) throws -> Void
+
+    /// Where one job's results go: straight into the walk, or, for a folder listed ahead, into a hold until its
+    /// parent names it. Used by the one worker running the job.
+    final class Scope {
+        fileprivate let walk: ListingWalk
+        /// What a folder listed ahead found, kept until its parent's listing confirms the folder.
+        fileprivate var held: Held?
+
+        fileprivate init(walk: ListingWalk, holding: Bool) {
+            self.walk = walk
+            held = holding ? Held() : nil
+        }
+
+        /// Queues a job: a subfolder to list or a file to complete.
+        func push(_ job: Job) {
+            if held != nil {
+                held?.jobs.append(job)
+            } else {
+                walk.push(job)
+            }
+        }
+
+        /// Adds entries and issues to the snapshot.
+        func add(_ entries: [Entry], issues: [ListingIssue] = []) {
+            if held != nil {
+                held?.entries += entries
+                held?.issues += issues
+            } else {
+                walk.add(entries, issues: issues)
+            }
+        }
+
+        /// Whether workers should give up (a fatal error or cancellation); in-flight transfers poll it.
+        var isStopped: Bool { walk.isStopped }
+    }
+
+    /// The results of a folder listed ahead of its parent.
+    fileprivate struct Held {
+        var entries: [Entry] = []
+        var issues: [ListingIssue] = []
+        var jobs: [Job] = []
+    }
+
+    /// Where a known folder listed ahead stands.
+    private enum Ahead {
+        /// Waiting in `known` or being listed; `confirmed` once its parent's listing has named it.
+        case pending(confirmed: Bool)
+        /// Listed, held until its parent names it.
+        case listed(Held)
+        /// Its listing failed: asked again as any folder if its parent names it.
+        case failed
+    }
 
     private let condition = NSCondition()
     private var jobs: [Job] = []
+    /// Known folders not yet started, taken after `jobs` (what is surely needed goes first).
+    private var known: [RelativePath] = []
+    private var ahead: [RelativePath: Ahead] = [:]
+    /// Known folders listed ahead so far, and how many of those listings failed.
+    private var aheadListed = 0
+    private var aheadFailed = 0
     private var busy = 0
     private var builder = SnapshotBuilder()
     private var fatal: (any Error)?
@@ -55,10 +118,13 @@ final class ListingWalk: @unchecked Sendable {
         self.work = work
     }
 
-    /// Lists from `root` with `workers`; returns everything the jobs added.
-    static func run(workers: Workers, root: Job, work: @escaping Work) async throws -> SnapshotBuilder {
+    /// Lists from `root` with `workers`, and lists `known` folders ahead; returns everything the jobs added.
+    static func run(workers: Workers, root: Job, known: [RelativePath] = [], work: @escaping Work) async throws -> SnapshotBuilder {
         let walk = ListingWalk(workers: workers, work: work)
         walk.jobs = [root]
+        // Popped from the end: reversed, the known folders go in their listed order, shallowest first.
+        walk.known = known.filter { !$0.isRoot }.reversed()
+        for folder in walk.known { walk.ahead[folder] = .pending(confirmed: false) }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<SnapshotBuilder, any Error>) in
                 walk.condition.lock()
@@ -87,16 +153,47 @@ final class ListingWalk: @unchecked Sendable {
         return stopped
     }
 
-    func push(_ job: Job) {
+    private func push(_ job: Job) {
         condition.lock()
-        jobs.append(job)
-        // Every job but `.rootDepthOne` (pushed before the root's request) is pushed by a worker whose request
-        // was answered, so the link is timed by then: if it is far, the rest of the workers start.
+        queue(job)
+        grow()
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Starts the rest of the workers once the link shows far. Called with `condition` locked. Every job but
+    /// `.rootDepthOne` (pushed before the root's request) is queued after a worker's request was answered, so
+    /// the link is timed by then.
+    private func grow() {
         if !stopped, started < workers.most, TargetConfig.isFar(roundTrip: workers.roundTrip()) {
             startWorkers(upTo: workers.most)
         }
-        condition.signal()
-        condition.unlock()
+    }
+
+    /// Queues a job whose folder is confirmed (the root's, or one a confirmed listing named); a folder already
+    /// listed ahead is taken from there instead of asked again. Called with `condition` locked.
+    private func queue(_ job: Job) {
+        guard case .folder(let folder) = job, let state = ahead[folder] else {
+            jobs.append(job)
+            return
+        }
+        switch state {
+        case .pending:
+            ahead[folder] = .pending(confirmed: true)
+        case .listed(let held):
+            ahead[folder] = nil
+            take(held)
+        case .failed:
+            ahead[folder] = nil
+            jobs.append(job)
+        }
+    }
+
+    /// Adds a confirmed folder's held results, and queues what it found. Called with `condition` locked.
+    private func take(_ held: Held) {
+        for entry in held.entries { builder.append(entry) }
+        builder.note(contentsOf: held.issues)
+        for job in held.jobs { queue(job) }
     }
 
     /// Starts workers until `count` have started; called with `condition` locked. Why it can add to `group`
@@ -109,7 +206,7 @@ final class ListingWalk: @unchecked Sendable {
         }
     }
 
-    func add(_ entries: [Entry], issues: [ListingIssue] = []) {
+    private func add(_ entries: [Entry], issues: [ListingIssue]) {
         condition.lock()
         for entry in entries { builder.append(entry) }
         builder.note(contentsOf: issues)
@@ -132,27 +229,79 @@ final class ListingWalk: @unchecked Sendable {
             stop(error)
             return
         }
-        while let job = pop() {
+        while let next = pop() {
+            let (job, scope) = next
             do {
-                try work(job, easy, self)
-            } catch let error as SourceError {
-                switch job {
-                case .folder(let path) where path.isRoot: stop(error)
-                case .rootDepthOne: stop(error)
-                case _ where error.failsRun: stop(error)
-                case .folder(let path), .head(let path): add([], issues: [ListingIssue(path: path.description, kind: .unreadable(error.message))])
-                }
+                try work(job, easy, scope)
+                if scope.held != nil, case .folder(let folder) = job { listedAhead(folder, held: scope.held) }
             } catch {
-                stop(error)
+                if scope.held != nil, case .folder(let folder) = job {
+                    // Why no error here: nothing says the folder still exists until its parent names it; if it
+                    // does, it is asked again, and that answer's error is the one reported.
+                    listedAhead(folder, held: nil)
+                } else {
+                    fail(job, error)
+                }
             }
             finished()
         }
     }
 
-    private func pop() -> Job? {
+    private func fail(_ job: Job, _ error: any Error) {
+        guard let error = error as? SourceError else { return stop(error) }
+        switch job {
+        case .folder(let path) where path.isRoot: stop(error)
+        case .rootDepthOne: stop(error)
+        case _ where error.failsRun: stop(error)
+        case .folder(let path), .head(let path): add([], issues: [ListingIssue(path: path.description, kind: .unreadable(error.message))])
+        }
+    }
+
+    /// Files a known folder's listing (nil when it failed): taken now if its parent has named it meanwhile, else
+    /// held.
+    private func listedAhead(_ folder: RelativePath, held: Held?) {
         condition.lock()
         defer { condition.unlock() }
-        while jobs.isEmpty || stopped {
+        aheadListed += 1
+        let confirmed = if case .pending(confirmed: true)? = ahead[folder] { true } else { false }
+        if let held {
+            if confirmed {
+                ahead[folder] = nil
+                take(held)
+                grow()
+            } else {
+                ahead[folder] = .listed(held)
+            }
+        } else {
+            aheadFailed += 1
+            if confirmed {
+                ahead[folder] = nil
+                jobs.append(.folder(folder))
+            } else {
+                ahead[folder] = .failed
+            }
+            // The tree moved on since the last run (most known folders are gone): stop guessing, so a reorganised
+            // source costs a few wasted requests, not one per folder it used to have.
+            if aheadFailed >= 8, aheadFailed * 2 > aheadListed { dropKnown() }
+        }
+        condition.broadcast()
+    }
+
+    /// Forgets the known folders not started yet; those already confirmed become plain jobs. Called with
+    /// `condition` locked.
+    private func dropKnown() {
+        for folder in known {
+            if case .pending(confirmed: true)? = ahead[folder] { jobs.append(.folder(folder)) }
+            ahead[folder] = nil
+        }
+        known = []
+    }
+
+    /// The next job and where its results go, or nil when the walk is over.
+    private func pop() -> (Job, Scope)? {
+        condition.lock()
+        defer { condition.unlock() }
+        while (jobs.isEmpty && known.isEmpty) || stopped {
             if stopped || busy == 0 {
                 condition.broadcast()
                 return nil
@@ -161,13 +310,19 @@ final class ListingWalk: @unchecked Sendable {
         }
         busy += 1
         // Depth first (last in, first out) keeps the queue short on wide trees.
-        return jobs.removeLast()
+        if let job = jobs.popLast() { return (job, Scope(walk: self, holding: false)) }
+        let folder = known.removeLast()
+        if case .pending(confirmed: true)? = ahead[folder] {
+            ahead[folder] = nil
+            return (.folder(folder), Scope(walk: self, holding: false))
+        }
+        return (.folder(folder), Scope(walk: self, holding: true))
     }
 
     private func finished() {
         condition.lock()
         busy -= 1
-        if busy == 0 && jobs.isEmpty { condition.broadcast() }
+        if busy == 0 && jobs.isEmpty && known.isEmpty { condition.broadcast() }
         condition.unlock()
     }
 }

@@ -1,11 +1,14 @@
 import FolioCore
 import Foundation
+import Synchronization
 
 /// Lists a WebDAV tree with PROPFIND, asking only for the four properties Folio uses.
 ///
 /// It first tries one `Depth: infinity` request at the root (one round trip for the whole tree), with the root's
 /// `Depth: 1` request alongside (`RootDepthOne`); servers that refuse infinity (403, as nginx and Apache do by
 /// default) are walked with `Depth: 1` per folder from there, many in flight.
+/// A server known to refuse infinity (`infinityRefused`, from the last run's `ListingMemo`) is walked with
+/// `Depth: 1` from the start, and the folders it had then are listed ahead (`known`, see `ListingWalk`).
 /// When the server's kind is not known yet, that first request is also the probe for WebDAV (see `probing`).
 /// Every href must name the folder itself or one child of it (or, for infinity, a path below the root);
 /// anything else makes the folder's listing a protocol error, never a path.
@@ -15,6 +18,11 @@ struct WebDAVLister: Sendable {
     /// Whether the server is not yet known to speak WebDAV (`webdav = "auto"`, first snapshot): the root's
     /// PROPFIND is then the probe, and an answer that is not WebDAV's throws `NotWebDAV` instead of failing.
     var probing = false
+    /// Whether the last run found that the server refuses `Depth: infinity`: the root is then asked with
+    /// `Depth: 1` only.
+    var infinityRefused = false
+    /// Folders the last run had, listed ahead when the walk is `Depth: 1` from the start.
+    var known: [RelativePath] = []
 
     /// The server answered the root's PROPFIND as a plain web server would (405, 501, a page): list its index
     /// pages instead.
@@ -29,21 +37,33 @@ struct WebDAVLister: Sendable {
         <D:propfind xmlns:D="DAV:"><D:prop><D:resourcetype/><D:getcontentlength/><D:getlastmodified/><D:getetag/></D:prop></D:propfind>
         """.utf8)
 
+    /// What a listing found: the tree, and whether the server refused `Depth: infinity` (asked, or known).
+    struct Listing {
+        var builder: SnapshotBuilder
+        var infinityRefused: Bool
+    }
+
     /// Lists the whole tree.
-    func snapshot(workers: ListingWalk.Workers) async throws -> SnapshotBuilder {
+    func snapshot(workers: ListingWalk.Workers) async throws -> Listing {
         let rootDepthOne = RootDepthOne()
-        return try await ListingWalk.run(workers: workers, root: .folder(.root)) { job, easy, walk in
+        let refused = InfinityAnswer(refused: infinityRefused)
+        // Why only a walk that is `Depth: 1` from the start lists ahead: an infinity answer would make every
+        // folder listed ahead a wasted request.
+        let builder = try await ListingWalk.run(workers: workers, root: .folder(.root), known: infinityRefused ? known : []) { job, easy, walk in
             switch job {
-            case .folder(let folder): try list(folder, easy: easy, walk: walk, rootDepthOne: rootDepthOne)
+            case .folder(let folder): try list(folder, easy: easy, walk: walk, rootDepthOne: rootDepthOne, refused: refused)
             case .rootDepthOne: rootDepthOne.runIfWaiting { try propfind(.root, depth: "1", easy: easy, walk: walk) ?? [] }
             case .head: return
             }
         }
+        return Listing(builder: builder, infinityRefused: refused.value.withLock { $0 })
     }
 
-    private func list(_ folder: RelativePath, easy: CurlEasy, walk: ListingWalk, rootDepthOne: RootDepthOne) throws {
+    private func list(_ folder: RelativePath, easy: CurlEasy, walk: ListingWalk.Scope, rootDepthOne: RootDepthOne, refused: InfinityAnswer) throws {
         let responses: [MultistatusParser.Response]
-        if folder.isRoot {
+        if folder.isRoot, infinityRefused {
+            responses = try propfind(.root, depth: "1", easy: easy, walk: walk) ?? []
+        } else if folder.isRoot {
             walk.push(.rootDepthOne)
             if let all = try propfind(.root, depth: "infinity", easy: easy, walk: walk) {
                 rootDepthOne.drop()
@@ -55,6 +75,7 @@ struct WebDAVLister: Sendable {
                 }
                 return
             }
+            refused.value.withLock { $0 = true }
             responses = try rootDepthOne.result { try propfind(.root, depth: "1", easy: easy, walk: walk) ?? [] }
         } else {
             responses = try propfind(folder, depth: "1", easy: easy, walk: walk) ?? []
@@ -67,7 +88,7 @@ struct WebDAVLister: Sendable {
     }
 
     /// The responses of one PROPFIND, or nil when the server refuses `Depth: infinity` (403 and the like).
-    private func propfind(_ folder: RelativePath, depth: String, easy: CurlEasy, walk: ListingWalk) throws -> [MultistatusParser.Response]? {
+    private func propfind(_ folder: RelativePath, depth: String, easy: CurlEasy, walk: ListingWalk.Scope) throws -> [MultistatusParser.Response]? {
         let url = client.urls.url(for: folder, folder: true)
         let limit = depth == "1" ? Self.depthOneLimit : Self.infinityLimit
         let response = try client.send(with: easy, cancelled: { walk.isStopped }, makeRequest: {
@@ -97,7 +118,7 @@ struct WebDAVLister: Sendable {
     }
 
     /// Turns responses into entries (added to `walk`) and returns the subfolders found.
-    private func take(_ responses: [MultistatusParser.Response], in folder: RelativePath, infinite: Bool, walk: ListingWalk) throws -> [RelativePath] {
+    private func take(_ responses: [MultistatusParser.Response], in folder: RelativePath, infinite: Bool, walk: ListingWalk.Scope) throws -> [RelativePath] {
         let url = client.urls.url(for: folder, folder: true)
         let folderNames = folder.components.map(Array.init)
         var entries: [Entry] = []
@@ -163,4 +184,12 @@ struct WebDAVLister: Sendable {
         walk.add(entries, issues: issues)
         return subfolders
     }
+}
+
+/// Whether the server refused `Depth: infinity` in this listing, set by the root's worker.
+private final class InfinityAnswer: Sendable {
+    /// Why a Mutex: set on the root's worker thread, read once the walk is over.
+    let value: Mutex<Bool>
+
+    init(refused: Bool) { value = Mutex(refused) }
 }

@@ -129,6 +129,15 @@ public final class StateDatabase: StateStore, Sendable {
                 );
                 """)
         }
+        migrator.registerMigration("3 listing hints") { db in
+            // What a source said about its server in the last listing (`Snapshot.memo`), and an index of each
+            // target's folders (a few percent of its entries), which the next listing of a far source asks for
+            // all at once.
+            try db.execute(sql: """
+                ALTER TABLE target ADD COLUMN listing_memo TEXT;
+                CREATE INDEX entry_folder ON entry(target, path) WHERE kind = 1;
+                """)
+        }
         return migrator
     }()
 
@@ -156,6 +165,22 @@ public final class StateDatabase: StateStore, Sendable {
         }
     }
 
+    public func listingHints(of target: String) throws -> ListingHints {
+        try perform {
+            try queue.read { db in
+                // `kind = 1` (a folder) as a literal, so that SQLite uses the partial index `entry_folder`.
+                let rows = try Data.fetchCursor(db, sql: "SELECT path FROM entry WHERE target = ? AND kind = 1 ORDER BY path", arguments: [target])
+                var folders: [RelativePath] = []
+                while let bytes = try rows.next() {
+                    // A row whose path no longer validates is left out, as `record(of:)` does.
+                    if let path = try? RelativePath(validating: [UInt8](bytes)) { folders.append(path) }
+                }
+                let memo = try String.fetchOne(db, sql: "SELECT listing_memo FROM target WHERE name = ?", arguments: [target])
+                return ListingHints(folders: folders, memo: memo)
+            }
+        }
+    }
+
     public func sourceDigest(of target: String) throws -> UInt64? {
         try perform {
             try queue.read { db in
@@ -171,7 +196,7 @@ public final class StateDatabase: StateStore, Sendable {
                 if let row = try Row.fetchOne(db, sql: "SELECT source, destination FROM target WHERE name = ?", arguments: [target]) {
                     if row[0] as String != source || row[1] as String != destination {
                         try db.execute(sql: "DELETE FROM entry WHERE target = ?", arguments: [target])
-                        try db.execute(sql: "UPDATE target SET source = ?, destination = ?, source_digest = NULL WHERE name = ?",
+                        try db.execute(sql: "UPDATE target SET source = ?, destination = ?, source_digest = NULL, listing_memo = NULL WHERE name = ?",
                                        arguments: [source, destination, target])
                     }
                 } else {
@@ -217,7 +242,7 @@ public final class StateDatabase: StateStore, Sendable {
     /// FULL, which flushes the log and so every commit before it): the files it installed are on disk, and a
     /// power cut must not leave the record behind them. A run that changed nothing flushes nothing, unless its
     /// end finds more than `logLimit` in the log (one in about 30 such runs), which it then checkpoints.
-    public func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?) throws {
+    public func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?, listingMemo: String?) throws {
         let changed = report.downloaded + report.updated + report.removed + report.trashed + report.createdFolders > 0
         try perform {
             try queue.writeWithoutTransaction { db in
@@ -231,8 +256,8 @@ public final class StateDatabase: StateStore, Sendable {
                         """, arguments: [report.startedAt.timeIntervalSince1970 + report.seconds, report.result.rawValue, report.downloaded,
                                          report.updated, report.removed, report.trashed, report.createdFolders, report.bytes,
                                          report.failed, report.error, id])
-                    try db.execute(sql: "UPDATE target SET source_digest = ? WHERE name = ?",
-                                   arguments: [sourceDigest.map { Int64(bitPattern: $0) }, target])
+                    try db.execute(sql: "UPDATE target SET source_digest = ?, listing_memo = coalesce(?, listing_memo) WHERE name = ?",
+                                   arguments: [sourceDigest.map { Int64(bitPattern: $0) }, listingMemo, target])
                     return .commit
                 }
                 // Why: the next process to open the database reads the whole log, checkpointed or not (a 4 MB log

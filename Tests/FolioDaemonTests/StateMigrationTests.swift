@@ -1,9 +1,10 @@
+import FolioCore
 import FolioState
 import FolioTestSupport
 import Foundation
 import XCTest
 
-/// Migration 2 is added on top of databases written before it: their targets, records and runs stay.
+/// Migrations 2 and 3 are added on top of databases written before them: their targets, records and runs stay.
 final class StateMigrationTests: XCTestCase {
     /// Migration 1's schema as released, and GRDB's record of it, written with Python's sqlite3 (not GRDB), so
     /// the database is what an older folio left on disk.
@@ -47,6 +48,8 @@ final class StateMigrationTests: XCTestCase {
                         CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
         INSERT INTO grdb_migrations VALUES ('1 targets, entries, runs');
         INSERT INTO target (name, source, destination) VALUES ('photos', '/srv/src', '/srv/dst');
+        INSERT INTO entry VALUES ('photos', CAST('2024' AS BLOB), 1, 0, 0, NULL, NULL, 1, 0);
+        INSERT INTO entry VALUES ('photos', CAST('2024/a.jpg' AS BLOB), 0, 3, 0, NULL, NULL, 2, 0);
         INSERT INTO run (target, trigger, started_at, ended_at, result, downloaded, bytes, pid)
             VALUES ('photos', 'manual', 1800000000, 1800000010, 'synced', 12, 3456, 1);
         """
@@ -69,5 +72,6 @@ final class StateMigrationTests: XCTestCase {
         XCTAssertTrue(try database.schedules().isEmpty)
         try database.setNextRun(target: "photos", daemonPID: 9, at: Date(timeIntervalSince1970: 1_800_000_100))
         XCTAssertEqual(try database.schedules()["photos"]?.nextRunAt, Date(timeIntervalSince1970: 1_800_000_100))
+        XCTAssertEqual(try database.listingHints(of: "photos"), ListingHints(folders: [try RelativePath(validating: "2024")], memo: nil))
     }
 }

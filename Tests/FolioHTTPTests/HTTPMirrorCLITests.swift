@@ -26,6 +26,40 @@ final class HTTPMirrorCLITests: XCTestCase {
         XCTAssertEqual(server.requests(containing: "GET /dav/").count, gets, "a no-change run downloaded something")
     }
 
+    /// A re-run lists the folders of the last run's record ahead, with `Depth: 1` only (nginx refused infinity the
+    /// first time, which the run's memo keeps): each folder is asked once, none with infinity. After folders are
+    /// renamed, removed, added and turned into files, the mirror is still exact.
+    func testARerunListsTheLastRunsFoldersAheadAndStaysExact() throws {
+        let server = try NginxServer()
+        ConformanceTree.create(at: server.servedRoot)
+        let scratch = TemporaryDirectory("cli-dav-ahead")
+        let first = mirror(server.url("dav"), scratch)
+        XCTAssertEqual(first.status, 0, first.stderr)
+        XCTAssertFalse(server.requests(containing: "depth=infinity").isEmpty, "the first run did not try infinity")
+        let before = server.requests(containing: "PROPFIND").count
+        let second = mirror(server.url("dav"), scratch)
+        XCTAssertEqual(second.status, 0, second.stderr)
+        let propfinds = server.requests(containing: "PROPFIND").dropFirst(before)
+        XCTAssertTrue(propfinds.allSatisfy { $0.contains(" 207 ") && $0.contains("depth=1 ") }, "\(propfinds)")
+        let folders = ConformanceTree.expectedListing.filter { $0.hasSuffix("/") }.count
+        XCTAssertEqual(propfinds.count, folders + 1, "each folder and the root once: \(propfinds)")
+        XCTAssertEqual(Set(propfinds.map { $0.split(separator: " ")[1] }).count, folders + 1, "\(propfinds)")
+
+        // Six of the 15 entries go (under max-delete's half).
+        let root = server.servedRoot
+        XCTAssertEqual(rename(root + "/folder with space", root + "/renamed folder"), 0)
+        try FileManager.default.removeItem(atPath: root + "/empty folder")
+        try FileManager.default.removeItem(atPath: root + "/deep/a/b/c")
+        FixtureTree.write(root, "deep/a/b/c", "now a file\n")
+        FixtureTree.write(root, "new/inner/x.txt", "new\n")
+        let third = mirror(server.url("dav"), scratch)
+        XCTAssertEqual(third.status, 0, third.stderr)
+        XCTAssertEqual(FixtureTree.listing(scratch.path("dest")), FixtureTree.listing(root))
+        for file in FixtureTree.listing(root) where !file.hasSuffix("/") {
+            XCTAssertEqual(FixtureTree.read(scratch.path("dest/" + file)), FixtureTree.read(root + "/" + file), file)
+        }
+    }
+
     /// nginx killed mid-download: the run fails that file (nothing under its final name); the next run resumes
     /// the partial file with Range, so only the missing bytes cross the wire.
     func testKilledServerThenRerunResumesWithRange() throws {

@@ -37,4 +37,92 @@ final class ListingWalkTests: XCTestCase {
         let used = try await workersUsed(roundTrip: .milliseconds(20))
         XCTAssertGreaterThan(used, 4)
     }
+
+    // MARK: Folders listed ahead
+
+    /// A tree for the walk: each folder's children, a trailing "/" marking a subfolder.
+    private typealias Tree = [String: [String]]
+
+    /// Walks `tree` with `known` folders listed ahead; returns the snapshot's paths (folders with a "/") and how
+    /// many times each folder was listed. `before` runs at the start of each folder's job; a folder missing from
+    /// `tree`, or in `failOnce` on its first listing, throws as a vanished folder does.
+    private func walk(_ tree: Tree, known: [String], workers: Int = 4, failOnce: Set<String> = [],
+                      before: @escaping @Sendable (String) -> Void = { _ in }) async throws -> (paths: [String], listed: [String: Int]) {
+        let listed = Mutex<[String: Int]>([:])
+        let knownPaths = try known.map { try RelativePath(validating: $0) }
+        let builder = try await ListingWalk.run(workers: ListingWalk.Workers(most: workers, near: workers, roundTrip: { nil }),
+                                                root: .folder(.root), known: knownPaths) { job, _, walk in
+            guard case .folder(let folder) = job else { return }
+            let name = folder.description
+            before(name)
+            let count = listed.withLock { $0[name, default: 0] += 1; return $0[name]! }
+            guard let children = tree[name], !(failOnce.contains(name) && count == 1) else {
+                throw SourceError(.notFound, "\(name) is gone", path: folder)
+            }
+            var entries: [Entry] = []
+            for child in children {
+                let isFolder = child.hasSuffix("/")
+                let path = try folder.appending(name: Array(child.utf8.filter { $0 != UInt8(ascii: "/") }))
+                entries.append(Entry(path: path, kind: isFolder ? .folder : .file, size: 1, mtime: .unknown, precision: .second))
+                if isFolder { walk.push(.folder(path)) }
+            }
+            walk.add(entries)
+        }
+        var snapshot = builder
+        let paths = snapshot.finish().entries.map { "\($0.path)\($0.kind == .folder ? "/" : "")" }
+        return (paths, listed.withLock { $0 })
+    }
+
+    private let tree: Tree = ["": ["a/", "b/", "top.txt"], "a": ["a1.txt", "deep/"], "a/deep": ["d.txt"], "b": ["b1.txt"]]
+    private let treeListing = ["a/", "a/a1.txt", "a/deep/", "a/deep/d.txt", "b/", "b/b1.txt", "top.txt"]
+
+    /// A `before` hook that holds the root's job until `count` other folders' jobs have started, which a walk one
+    /// level at a time never does (the wait then gives up after 10 s and fails the test).
+    private func rootWaits(forJobs count: Int) -> @Sendable (String) -> Void {
+        let started = Mutex<Set<String>>([])
+        let allStarted = DispatchSemaphore(value: 0)
+        return { name in
+            if name.isEmpty {
+                XCTAssertEqual(allStarted.wait(timeout: .now() + 10), .success, "known folders waited for the root")
+            } else if started.withLock({ $0.insert(name).inserted && $0.count == count }) {
+                allStarted.signal()
+            }
+        }
+    }
+
+    /// The known folders are asked while the root's listing is still out.
+    func testKnownFoldersAreListedWhileTheRootIsOut() async throws {
+        let result = try await walk(tree, known: ["a", "a/deep", "b"], before: rootWaits(forJobs: 3))
+        XCTAssertEqual(result.paths, treeListing)
+        XCTAssertEqual(result.listed, ["": 1, "a": 1, "a/deep": 1, "b": 1], "each folder listed once")
+    }
+
+    /// Known folders that are gone, or were never folders of the tree, leave nothing in the snapshot; a folder
+    /// not known is listed as its parent names it.
+    func testOnlyFoldersTheirParentsNameAreKept() async throws {
+        var changed = tree
+        changed["a"] = ["a1.txt"]                 // a/deep removed (its listing still answers, from a stale server)
+        changed[""] = ["a/", "b", "c/", "top.txt"] // b is now a file, c is new
+        changed["c"] = ["c1.txt"]
+        let result = try await walk(changed, known: ["a", "a/deep", "b", "gone"])
+        XCTAssertEqual(result.paths, ["a/", "a/a1.txt", "b", "c/", "c/c1.txt", "top.txt"])
+    }
+
+    /// A known folder whose listing ahead failed is asked again once its parent names it, and its entries count.
+    func testAFailedListingAheadIsAskedAgainWhenItsParentNamesIt() async throws {
+        let result = try await walk(tree, known: ["a", "a/deep", "b"], failOnce: ["a/deep"], before: rootWaits(forJobs: 3))
+        XCTAssertEqual(result.paths, treeListing)
+        XCTAssertEqual(result.listed["a/deep"], 2)
+    }
+
+    /// A source reorganised since the last run: once most listings ahead fail, the rest are not asked.
+    func testListingAheadStopsWhenMostKnownFoldersAreGone() async throws {
+        let stale = (0..<100).map { "old \($0)" }
+        let result = try await walk(tree, known: stale, workers: 1)
+        XCTAssertEqual(result.paths, treeListing)
+        let asked = stale.filter { result.listed[$0] != nil }.count
+        XCTAssertGreaterThanOrEqual(asked, 8)
+        XCTAssertLessThan(asked, 20, "every stale folder was asked")
+    }
 }
+

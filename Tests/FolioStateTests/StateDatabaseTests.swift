@@ -44,6 +44,31 @@ final class StateDatabaseTests: XCTestCase {
         XCTAssertNil(try database.sourceDigest(of: "t"))
     }
 
+    /// The next listing's hints: the record's folders in path order (files left out), and the memo of the last
+    /// run that gave one; another source starts them over.
+    func testListingHintsAreTheRecordsFoldersAndTheLastMemo() throws {
+        let folder = TemporaryDirectory("state")
+        let database = try StateDatabase(directory: folder.path)
+        XCTAssertEqual(try database.listingHints(of: "t"), ListingHints())
+        let id = try database.beginRun(target: "t", source: "/s", destination: "/d", trigger: .manual, startedAt: Date())
+        let entries = try [("b", Entry.Kind.folder), ("a", .folder), ("a/x", .file), ("a/sub", .folder), ("b/link", .symlink)].map { name, kind in
+            RecordedEntry(path: try RelativePath(validating: name), kind: kind, size: 0, mtime: FileTime(seconds: 1),
+                          validator: nil, checksum: nil, localInode: 1, localMtime: FileTime(seconds: 1))
+        }
+        try database.commit(target: "t", upserts: entries, removedSubtrees: [])
+        try database.finishRun(id: id, target: "t", report: RunReport(target: "t"), sourceDigest: 1, listingMemo: "depth-1 far")
+        let hints = try database.listingHints(of: "t")
+        XCTAssertEqual(hints.folders.map(\.description), ["a", "a/sub", "b"])
+        XCTAssertEqual(hints.memo, "depth-1 far")
+
+        let next = try database.beginRun(target: "t", source: "/s", destination: "/d", trigger: .manual, startedAt: Date())
+        try database.finishRun(id: next, target: "t", report: RunReport(target: "t"), sourceDigest: nil)
+        XCTAssertEqual(try database.listingHints(of: "t").memo, "depth-1 far", "a run without a memo keeps the last one")
+
+        _ = try database.beginRun(target: "t", source: "/elsewhere", destination: "/d", trigger: .manual, startedAt: Date())
+        XCTAssertEqual(try database.listingHints(of: "t"), ListingHints())
+    }
+
     /// A run that closes the database leaves its commits in the write-ahead log, unflushed (no checkpoint, no
     /// truncation), and the next run reads them and adds its own after them.
     func testClosingKeepsTheLogAndTheNextRunReadsIt() throws {

@@ -6,6 +6,7 @@ public final class MemoryStateStore: StateStore, Sendable {
     private struct Storage {
         var records: [String: [RelativePath: RecordedEntry]] = [:]
         var digests: [String: UInt64] = [:]
+        var memos: [String: String] = [:]
         var runs: [(target: String, result: RunReport.Result?)] = []
         var commits = 0
     }
@@ -41,10 +42,18 @@ public final class MemoryStateStore: StateStore, Sendable {
         }
     }
 
-    public func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?) throws {
+    public func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?, listingMemo: String?) throws {
         storage.withLock { storage in
             storage.runs[Int(id)].result = report.result
             storage.digests[target] = sourceDigest
+            if let listingMemo { storage.memos[target] = listingMemo }
+        }
+    }
+
+    public func listingHints(of target: String) throws -> ListingHints {
+        storage.withLock { storage in
+            let folders = (storage.records[target] ?? [:]).values.filter { $0.kind == .folder }.map(\.path).sorted()
+            return ListingHints(folders: folders, memo: storage.memos[target])
         }
     }
 

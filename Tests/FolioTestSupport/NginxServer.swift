@@ -79,7 +79,7 @@ public final class NginxServer: @unchecked Sendable {
             \(getuid() == 0 ? "user root;" : "")
             events { worker_connections 256; }
             http {
-              log_format folio '$request_method $request_uri $status $body_bytes_sent range=$http_range if_range=$http_if_range connection=$pid:$connection';
+              log_format folio '$request_method $request_uri $status $body_bytes_sent range=$http_range if_range=$http_if_range depth=$http_depth connection=$pid:$connection';
               access_log \(accessLog) folio;
               client_body_temp_path \(folder.path("tmp/body"));
               proxy_temp_path \(folder.path("tmp/proxy"));

@@ -87,6 +87,24 @@ public enum SourceConformance {
             XCTAssertEqual(error.code, .notFound, "\(error)", file: file, line: line)
             XCTAssertFalse(error.message.isEmpty, file: file, line: line)
         }
+
+        // 7. Given the last listing's folders and memo as hints (a folder that never existed among them), a source
+        // lists the tree as it is now, after folders were renamed, removed, added and turned into files.
+        let ghost = try RelativePath(validating: "ghost")
+        let hints = ListingHints(folders: snapshot.entries.filter { $0.kind == .folder }.map(\.path) + [ghost], memo: snapshot.memo)
+        XCTAssertEqual(rename(servedRoot + "/folder with space", servedRoot + "/renamed folder"), 0, file: file, line: line)
+        try FileManager.default.removeItem(atPath: servedRoot + "/unicode")
+        try FileManager.default.removeItem(atPath: servedRoot + "/deep/a/b")
+        FixtureTree.write(servedRoot, "deep/a/b", "now a file\n")
+        FixtureTree.write(servedRoot, "new/inner/x.txt", "new\n")
+        var hinted = ListingOptions()
+        hinted.hints = hints
+        let again = try await source.snapshot(options: hinted)
+        let plain = try await makeSource(servedRoot).snapshot(options: ListingOptions())
+        let describe = { (listing: Snapshot) in listing.entries.map { "\($0.path)\($0.kind == .folder ? "/" : "") \($0.size)" } }
+        XCTAssertEqual(describe(again), describe(plain), "a listing with hints", file: file, line: line)
+        XCTAssertEqual(Set(again.entries.map { "\($0.path)\($0.kind == .folder ? "/" : "")" }), Set(FixtureTree.listing(servedRoot)), file: file, line: line)
+        XCTAssertTrue(again.isComplete, "issues: \(again.issues)", file: file, line: line)
     }
 
     /// Opens a connection on a fresh thread, as the engine's workers do.
