@@ -9,6 +9,7 @@ public struct ListingHints: Sendable, Equatable {
     /// What the source said about its server in the last listing (`Snapshot.memo`), in the source's own words.
     public var memo: String?
 
+    /// Hints with `folders` and `memo`; none by default (a first run).
     public init(folders: [RelativePath] = [], memo: String? = nil) {
         self.folders = folders
         self.memo = memo

@@ -10,7 +10,7 @@ public struct Snapshot: Sendable {
     /// Folders that could not be read, names that were skipped, names that clash once normalised.
     public let issues: [ListingIssue]
     /// What the source learned about its server that the next listing can use (`ListingHints.memo`); kept in
-    /// the state database after a run that reached its end.
+    /// the state database at the end of every run whose listing finished.
     public var memo: String?
 
     init(sortedEntries: [Entry], issues: [ListingIssue]) {

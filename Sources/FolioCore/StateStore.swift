@@ -32,9 +32,4 @@ extension StateStore {
     public func record(of target: String) throws -> RecordedTree {
         try record(of: target, sharingPathsWith: .empty)
     }
-
-    /// Ends a run and keeps the stored listing memo.
-    public func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?) throws {
-        try finishRun(id: id, target: target, report: report, sourceDigest: sourceDigest, listingMemo: nil)
-    }
 }

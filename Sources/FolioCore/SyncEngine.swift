@@ -102,7 +102,8 @@ public struct SyncEngine: Sendable {
         events.emit(.stage(target: name, stage: .listing))
         let destination = try Self.openDestination(target.destination, dryRun: options.dryRun)
         var listing = ListingOptions(symlinks: target.symlinks, exclude: ExcludeFilter(target.exclude), parallelism: max(TargetConfig.nearTransfers, target.transfers ?? 0))
-        if source.features.listsAhead { listing.hints = try state.listingHints(of: name) }
+        // Why not in a dry run: it starts no run, so a target pointed at another source still holds the old one's hints.
+        if source.features.listsAhead, !options.dryRun { listing.hints = try state.listingHints(of: name) }
         var (snapshot, local) = try await Self.list(source, options: listing, destination: destination)
         try Task.checkCancellation()
         memo = snapshot.memo

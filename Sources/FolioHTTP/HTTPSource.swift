@@ -90,11 +90,13 @@ public struct HTTPSource: Source {
         let workers = ListingWalk.Workers(most: most, near: last.far ? most : options.parallelism,
                                           roundTrip: { [client] in client.roundTrips.fastest })
         let known = options.hints.folders
+        let today = HTTPListingMemo.today()
+        let refusalKnown = last.refusesInfinity(today: today)
         var builder: SnapshotBuilder
         var infinityRefused = false
         switch webdav ?? detected.value.withLock({ $0 }) {
         case true?:
-            let listing = try await WebDAVLister(client: client, exclude: options.exclude, infinityRefused: last.infinityRefused, known: known)
+            let listing = try await WebDAVLister(client: client, exclude: options.exclude, infinityRefused: refusalKnown, known: known)
                 .snapshot(workers: workers)
             (builder, infinityRefused) = (listing.builder, listing.infinityRefused)
         case false?:
@@ -104,7 +106,7 @@ public struct HTTPSource: Source {
             // `Depth: infinity` then 207) from a plain one (405, 501, a page), a round trip sooner.
             do {
                 let listing = try await WebDAVLister(client: client, exclude: options.exclude, probing: true,
-                                                     infinityRefused: last.infinityRefused, known: known).snapshot(workers: workers)
+                                                     infinityRefused: refusalKnown, known: known).snapshot(workers: workers)
                 (builder, infinityRefused) = (listing.builder, listing.infinityRefused)
                 detected.value.withLock { $0 = true }
             } catch is WebDAVLister.NotWebDAV {
@@ -117,7 +119,9 @@ public struct HTTPSource: Source {
                 "insecure-tls = true: the server's certificate is not checked, so anyone on the network path can pose as it; use ca-file instead")))
         }
         var snapshot = builder.finish()
-        snapshot.memo = HTTPListingMemo(infinityRefused: infinityRefused, far: TargetConfig.isFar(roundTrip: client.roundTrips.fastest)).text
+        // A refusal taken as known keeps its day, so that the server is asked again a week after it last refused.
+        let refusedOn = infinityRefused ? (refusalKnown ? last.infinityRefusedOn : today) : nil
+        snapshot.memo = HTTPListingMemo(infinityRefusedOn: refusedOn, far: TargetConfig.isFar(roundTrip: client.roundTrips.fastest)).text
         return snapshot
     }
 

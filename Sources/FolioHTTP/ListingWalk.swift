@@ -5,7 +5,7 @@ import Foundation
 /// folders (and HEAD requests) are in flight at once: `Workers.near` of them from the start, and `Workers.most`
 /// once a request has shown the link far.
 ///
-/// Folders the last complete run had (`ListingOptions.knownFolders`) are listed ahead, alongside the root,
+/// Folders the last run had (`ListingOptions.hints.folders`) are listed ahead, alongside the root,
 /// instead of one level per round trip: a known folder's listing is held until its parent's listing names it as
 /// a folder, and dropped if it never does (the folder was removed, renamed or excluded since), so the snapshot
 /// holds only what the listings of the folders above each entry show, as a plain walk's does.
@@ -87,8 +87,10 @@ final class ListingWalk: @unchecked Sendable {
 
     /// Where a known folder listed ahead stands.
     private enum Ahead {
-        /// Waiting in `known` or being listed; `confirmed` once its parent's listing has named it.
-        case pending(confirmed: Bool)
+        /// Waiting in `known`, not started.
+        case waiting
+        /// Being listed; `confirmed` once its parent's listing has named it.
+        case running(confirmed: Bool)
         /// Listed, held until its parent names it.
         case listed(Held)
         /// Its listing failed: asked again as any folder if its parent names it.
@@ -97,7 +99,8 @@ final class ListingWalk: @unchecked Sendable {
 
     private let condition = NSCondition()
     private var jobs: [Job] = []
-    /// Known folders not yet started, taken after `jobs` (what is surely needed goes first).
+    /// Known folders not yet started (or confirmed meanwhile, and so moved to `jobs`), taken after `jobs`: what
+    /// is surely needed goes first.
     private var known: [RelativePath] = []
     private var ahead: [RelativePath: Ahead] = [:]
     /// Known folders listed ahead so far, and how many of those listings failed.
@@ -121,10 +124,11 @@ final class ListingWalk: @unchecked Sendable {
     /// Lists from `root` with `workers`, and lists `known` folders ahead; returns everything the jobs added.
     static func run(workers: Workers, root: Job, known: [RelativePath] = [], work: @escaping Work) async throws -> SnapshotBuilder {
         let walk = ListingWalk(workers: workers, work: work)
+        // Why without the lock: no worker has started yet, and starting one (below, under the lock) publishes these.
         walk.jobs = [root]
-        // Popped from the end: reversed, the known folders go in their listed order, shallowest first.
+        // Popped from the end: reversed, the known folders go in their listed order (a parent before its children).
         walk.known = known.filter { !$0.isRoot }.reversed()
-        for folder in walk.known { walk.ahead[folder] = .pending(confirmed: false) }
+        for folder in walk.known { walk.ahead[folder] = .waiting }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<SnapshotBuilder, any Error>) in
                 walk.condition.lock()
@@ -178,8 +182,12 @@ final class ListingWalk: @unchecked Sendable {
             return
         }
         switch state {
-        case .pending:
-            ahead[folder] = .pending(confirmed: true)
+        case .waiting:
+            // Left in `known`, where `pop` skips it now that it has no `ahead` state.
+            ahead[folder] = nil
+            jobs.append(job)
+        case .running:
+            ahead[folder] = .running(confirmed: true)
         case .listed(let held):
             ahead[folder] = nil
             take(held)
@@ -197,8 +205,8 @@ final class ListingWalk: @unchecked Sendable {
     }
 
     /// Starts workers until `count` have started; called with `condition` locked. Why it can add to `group`
-    /// after `notify`: the first workers start before it, and later ones only from a running worker's `push`,
-    /// so the group is never empty while workers are added.
+    /// after `notify`: the first workers start before it, and later ones only from a running worker (its `push`
+    /// or `listedAhead`), so the group is never empty while workers are added.
     private func startWorkers(upTo count: Int) {
         while started < max(1, count) {
             DispatchQueue(label: "folio.http.list.\(started)").async(group: group) { self.workerLoop() }
@@ -263,7 +271,7 @@ final class ListingWalk: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         aheadListed += 1
-        let confirmed = if case .pending(confirmed: true)? = ahead[folder] { true } else { false }
+        let confirmed = if case .running(confirmed: true)? = ahead[folder] { true } else { false }
         if let held {
             if confirmed {
                 ahead[folder] = nil
@@ -287,12 +295,11 @@ final class ListingWalk: @unchecked Sendable {
         condition.broadcast()
     }
 
-    /// Forgets the known folders not started yet; those already confirmed become plain jobs. Called with
+    /// Forgets the known folders not started yet (those already confirmed are in `jobs`). Called with
     /// `condition` locked.
     private func dropKnown() {
         for folder in known {
-            if case .pending(confirmed: true)? = ahead[folder] { jobs.append(.folder(folder)) }
-            ahead[folder] = nil
+            if case .waiting? = ahead[folder] { ahead[folder] = nil }
         }
         known = []
     }
@@ -301,7 +308,10 @@ final class ListingWalk: @unchecked Sendable {
     private func pop() -> (Job, Scope)? {
         condition.lock()
         defer { condition.unlock() }
-        while (jobs.isEmpty && known.isEmpty) || stopped {
+        while true {
+            // Known folders confirmed (or dropped) meanwhile are no longer waiting here: confirmed ones are in `jobs`.
+            while let last = known.last, !isWaiting(last) { known.removeLast() }
+            if !stopped, !jobs.isEmpty || !known.isEmpty { break }
             if stopped || busy == 0 {
                 condition.broadcast()
                 return nil
@@ -312,17 +322,20 @@ final class ListingWalk: @unchecked Sendable {
         // Depth first (last in, first out) keeps the queue short on wide trees.
         if let job = jobs.popLast() { return (job, Scope(walk: self, holding: false)) }
         let folder = known.removeLast()
-        if case .pending(confirmed: true)? = ahead[folder] {
-            ahead[folder] = nil
-            return (.folder(folder), Scope(walk: self, holding: false))
-        }
+        ahead[folder] = .running(confirmed: false)
         return (.folder(folder), Scope(walk: self, holding: true))
+    }
+
+    private func isWaiting(_ folder: RelativePath) -> Bool {
+        if case .waiting? = ahead[folder] { true } else { false }
     }
 
     private func finished() {
         condition.lock()
         busy -= 1
-        if busy == 0 && jobs.isEmpty && known.isEmpty { condition.broadcast() }
+        // Why on every last finish, not only with both queues empty: `known` may hold only folders no longer waiting,
+        // which `pop` clears; the waiting workers must wake to see that the walk is over.
+        if busy == 0 { condition.broadcast() }
         condition.unlock()
     }
 }

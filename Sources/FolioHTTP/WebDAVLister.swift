@@ -7,7 +7,7 @@ import Synchronization
 /// It first tries one `Depth: infinity` request at the root (one round trip for the whole tree), with the root's
 /// `Depth: 1` request alongside (`RootDepthOne`); servers that refuse infinity (403, as nginx and Apache do by
 /// default) are walked with `Depth: 1` per folder from there, many in flight.
-/// A server known to refuse infinity (`infinityRefused`, from the last run's `ListingMemo`) is walked with
+/// A server known to refuse infinity (`infinityRefused`, from the last runs' `HTTPListingMemo`) is walked with
 /// `Depth: 1` from the start, and the folders it had then are listed ahead (`known`, see `ListingWalk`).
 /// When the server's kind is not known yet, that first request is also the probe for WebDAV (see `probing`).
 /// Every href must name the folder itself or one child of it (or, for infinity, a path below the root);
@@ -36,6 +36,14 @@ struct WebDAVLister: Sendable {
         <?xml version="1.0" encoding="utf-8"?>
         <D:propfind xmlns:D="DAV:"><D:prop><D:resourcetype/><D:getcontentlength/><D:getlastmodified/><D:getetag/></D:prop></D:propfind>
         """.utf8)
+
+    /// Whether the server refused `Depth: infinity` in this listing, set by the root's worker.
+    private final class InfinityAnswer: Sendable {
+        /// Why a Mutex: set on the root's worker thread, read once the walk is over.
+        let value: Mutex<Bool>
+
+        init(refused: Bool) { value = Mutex(refused) }
+    }
 
     /// What a listing found: the tree, and whether the server refused `Depth: infinity` (asked, or known).
     struct Listing {
@@ -184,12 +192,4 @@ struct WebDAVLister: Sendable {
         walk.add(entries, issues: issues)
         return subfolders
     }
-}
-
-/// Whether the server refused `Depth: infinity` in this listing, set by the root's worker.
-private final class InfinityAnswer: Sendable {
-    /// Why a Mutex: set on the root's worker thread, read once the walk is over.
-    let value: Mutex<Bool>
-
-    init(refused: Bool) { value = Mutex(refused) }
 }

@@ -165,11 +165,14 @@ public final class StateDatabase: StateStore, Sendable {
         }
     }
 
+    /// A target's recorded folders, from the partial index `entry_folder` (named: without statistics SQLite
+    /// prefers the primary key, a pass over every entry of the target); `kind = 1` is a literal to match it.
+    static let foldersQuery = "SELECT path FROM entry INDEXED BY entry_folder WHERE target = ? AND kind = 1 ORDER BY path"
+
     public func listingHints(of target: String) throws -> ListingHints {
         try perform {
             try queue.read { db in
-                // `kind = 1` (a folder) as a literal, so that SQLite uses the partial index `entry_folder`.
-                let rows = try Data.fetchCursor(db, sql: "SELECT path FROM entry WHERE target = ? AND kind = 1 ORDER BY path", arguments: [target])
+                let rows = try Data.fetchCursor(db, sql: Self.foldersQuery, arguments: [target])
                 var folders: [RelativePath] = []
                 while let bytes = try rows.next() {
                     // A row whose path no longer validates is left out, as `record(of:)` does.

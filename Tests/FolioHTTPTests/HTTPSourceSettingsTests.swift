@@ -24,7 +24,7 @@ final class HTTPSourceSettingsTests: XCTestCase {
     func testInitChecksSettingsOffline() throws {
         let source = try make { _ in }
         XCTAssertEqual(source.displayName, "https://127.0.0.1:9/a%20b/")
-        XCTAssertEqual(source.features, SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true, batchDownloads: true, parallelBatches: true))
+        XCTAssertEqual(source.features, SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true, batchDownloads: true, parallelBatches: true, listsAhead: true))
 
         let folder = TemporaryDirectory("settings")
         FixtureTree.write(folder.path, "secret", "hunter2\n")

@@ -67,6 +67,11 @@ final class StateDatabaseTests: XCTestCase {
 
         _ = try database.beginRun(target: "t", source: "/elsewhere", destination: "/d", trigger: .manual, startedAt: Date())
         XCTAssertEqual(try database.listingHints(of: "t"), ListingHints())
+        // The folders come from the partial index, not from a pass over every entry of the target.
+        let plan = try database.queue.read { db in
+            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + StateDatabase.foldersQuery, arguments: ["t"]).map { $0["detail"] as String }
+        }
+        XCTAssertTrue(plan.contains { $0.contains("entry_folder") }, "\(plan)")
     }
 
     /// A run that closes the database leaves its commits in the write-ahead log, unflushed (no checkpoint, no

@@ -75,3 +75,10 @@ public final class EventRecorder: SyncEventSink, Sendable {
         }
     }
 }
+
+extension StateStore {
+    /// Ends a run and keeps the stored listing memo, as a run whose listing did not finish does.
+    public func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?) throws {
+        try finishRun(id: id, target: target, report: report, sourceDigest: sourceDigest, listingMemo: nil)
+    }
+}
