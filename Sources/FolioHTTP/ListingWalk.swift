@@ -40,7 +40,8 @@ final class ListingWalk: @unchecked Sendable {
 
     /// What a job does; `scope` takes its results. A thrown `SourceError` fails the whole listing when it is
     /// about the root or when it fails the run (server unreachable, credentials refused); otherwise the
-    /// folder or file becomes an `.unreadable` issue and the rest goes on.
+    /// folder or file becomes an `.unreadable` issue and the rest goes on. Any error from a folder listed ahead is
+    /// set aside: the folder is asked again, and that answer's error reported, only if its parent names it.
     typealias Work = @Sendable (Job, CurlEasy, Scope) throws -> Void
 
     /// Where one job's results go: straight into the walk, or, for a folder listed ahead, into a hold until its
@@ -99,8 +100,8 @@ final class ListingWalk: @unchecked Sendable {
 
     private let condition = NSCondition()
     private var jobs: [Job] = []
-    /// Known folders not yet started (or confirmed meanwhile, and so moved to `jobs`), taken after `jobs`: what
-    /// is surely needed goes first.
+    /// Known folders not yet started (or confirmed meanwhile and so moved to `jobs`, or a duplicate already
+    /// started), taken after `jobs`: what is surely needed goes first.
     private var known: [RelativePath] = []
     private var ahead: [RelativePath: Ahead] = [:]
     /// Known folders listed ahead so far, and how many of those listings failed.
@@ -285,6 +286,7 @@ final class ListingWalk: @unchecked Sendable {
             if confirmed {
                 ahead[folder] = nil
                 jobs.append(.folder(folder))
+                grow()
             } else {
                 ahead[folder] = .failed
             }
@@ -309,7 +311,7 @@ final class ListingWalk: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         while true {
-            // Known folders confirmed (or dropped) meanwhile are no longer waiting here: confirmed ones are in `jobs`.
+            // Known folders confirmed meanwhile are no longer waiting here (they are in `jobs`).
             while let last = known.last, !isWaiting(last) { known.removeLast() }
             if !stopped, !jobs.isEmpty || !known.isEmpty { break }
             if stopped || busy == 0 {
@@ -333,8 +335,7 @@ final class ListingWalk: @unchecked Sendable {
     private func finished() {
         condition.lock()
         busy -= 1
-        // Why on every last finish, not only with both queues empty: `known` may hold only folders no longer waiting,
-        // which `pop` clears; the waiting workers must wake to see that the walk is over.
+        // Why on every last finish: cheap, and a waiting worker needs only to see `busy == 0` to end.
         if busy == 0 { condition.broadcast() }
         condition.unlock()
     }

@@ -44,10 +44,12 @@ final class ListingWalkTests: XCTestCase {
     private typealias Tree = [String: [String]]
 
     /// Walks `tree` with `known` folders listed ahead; returns the snapshot's paths (folders with a "/") and how
-    /// many times each folder was listed. `before` runs at the start of each folder's job; a folder missing from
+    /// many times each folder was listed. `before` runs at the start of each folder's job, `after` at the end of
+    /// each that succeeded; a folder missing from
     /// `tree`, or in `failOnce` on its first listing, throws as a vanished folder does.
     private func walk(_ tree: Tree, known: [String], workers: Int = 4, failOnce: Set<String> = [],
-                      before: @escaping @Sendable (String) -> Void = { _ in }) async throws -> (paths: [String], listed: [String: Int]) {
+                      before: @escaping @Sendable (String) -> Void = { _ in },
+                      after: @escaping @Sendable (String) -> Void = { _ in }) async throws -> (paths: [String], listed: [String: Int]) {
         let listed = Mutex<[String: Int]>([:])
         let knownPaths = try known.map { try RelativePath(validating: $0) }
         let builder = try await ListingWalk.run(workers: ListingWalk.Workers(most: workers, near: workers, roundTrip: { nil }),
@@ -67,6 +69,7 @@ final class ListingWalkTests: XCTestCase {
                 if isFolder { walk.push(.folder(path)) }
             }
             walk.add(entries)
+            after(name)
         }
         var snapshot = builder
         let paths = snapshot.finish().entries.map { "\($0.path)\($0.kind == .folder ? "/" : "")" }
@@ -95,6 +98,34 @@ final class ListingWalkTests: XCTestCase {
         let result = try await walk(tree, known: ["a", "a/deep", "b"], before: rootWaits(forJobs: 3))
         XCTAssertEqual(result.paths, treeListing)
         XCTAssertEqual(result.listed, ["": 1, "a": 1, "a/deep": 1, "b": 1], "each folder listed once")
+    }
+
+    /// With one worker the root goes first and confirms the known folders before any has started: each is then
+    /// listed once, as a plain job, and its place among the known folders is passed over.
+    func testKnownFoldersConfirmedBeforeTheyStartAreListedOnce() async throws {
+        let result = try await walk(tree, known: ["a", "a/deep", "b", "a"], workers: 1)
+        XCTAssertEqual(result.paths, treeListing)
+        XCTAssertEqual(result.listed, ["": 1, "a": 1, "a/deep": 1, "b": 1])
+    }
+
+    /// A known folder whose listing ahead fails after its parent named it is asked again: a's listing (which
+    /// names a/deep) waits until a/deep's first listing has started, and that listing waits until a's is done,
+    /// then fails.
+    func testAListingAheadThatFailsAfterItsParentNamedItIsAskedAgain() async throws {
+        let deepStarted = DispatchSemaphore(value: 0)
+        let parentDone = DispatchSemaphore(value: 0)
+        let firstDeep = Mutex(true)
+        let result = try await walk(tree, known: ["a/deep"], failOnce: ["a/deep"], before: { name in
+            if name == "a" { XCTAssertEqual(deepStarted.wait(timeout: .now() + 10), .success) }
+            if name == "a/deep", firstDeep.withLock({ first in defer { first = false }; return first }) {
+                deepStarted.signal()
+                XCTAssertEqual(parentDone.wait(timeout: .now() + 10), .success)
+            }
+        }, after: { name in
+            if name == "a" { parentDone.signal() }
+        })
+        XCTAssertEqual(result.paths, treeListing)
+        XCTAssertEqual(result.listed["a/deep"], 2)
     }
 
     /// Known folders that are gone, or were never folders of the tree, leave nothing in the snapshot; a folder
