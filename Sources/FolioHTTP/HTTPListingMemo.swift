@@ -2,21 +2,26 @@ import FolioCore
 import Foundation
 
 /// What an HTTP listing learned about its server, kept by the engine between runs (`Snapshot.memo`) so that the
-/// next listing starts as this one ended, not from scratch: space-separated words, `depth-1=DAY` and `far`.
+/// next listing starts as this one ended, not from scratch: space-separated words, `depth-1=DAY`, `index=DAY`
+/// and `far`.
 /// Unknown words are ignored (a memo written by another Folio version).
 struct HTTPListingMemo: Equatable {
     /// The day (days since 1970, UTC) the WebDAV server last refused `Depth: infinity`. For a week after it, the
     /// listing asks `Depth: 1` from the start and lists the last run's folders ahead; then it asks again, in
     /// case the server has changed its mind.
     var infinityRefusedOn: Int?
+    /// The day (days since 1970, UTC) `webdav = "auto"` last found a plain web server (no WebDAV). For a week
+    /// after it, the listing reads the index pages without asking PROPFIND first; then it asks again.
+    var plainOn: Int?
     /// The link was far (`TargetConfig.isFar`): the next listing starts every worker at once.
     var far = false
 
-    /// How long a refusal of `Depth: infinity` is taken as the server's answer.
-    static let infinityRefusalDays = 7
+    /// How long a server's answer (a refusal of `Depth: infinity`, no WebDAV) is taken as known.
+    static let answerDays = 7
 
-    init(infinityRefusedOn: Int? = nil, far: Bool = false) {
+    init(infinityRefusedOn: Int? = nil, plainOn: Int? = nil, far: Bool = false) {
         self.infinityRefusedOn = infinityRefusedOn
+        self.plainOn = plainOn
         self.far = far
     }
 
@@ -27,19 +32,32 @@ struct HTTPListingMemo: Equatable {
                 far = true
             } else if word.hasPrefix("depth-1="), let day = Int(word.dropFirst("depth-1=".count)) {
                 infinityRefusedOn = day
+            } else if word.hasPrefix("index="), let day = Int(word.dropFirst("index=".count)) {
+                plainOn = day
             }
         }
     }
 
     /// Whether the listing on `today` should take the server's refusal of `Depth: infinity` as known.
     func refusesInfinity(today: Int) -> Bool {
-        guard let day = infinityRefusedOn else { return false }
-        return (0..<Self.infinityRefusalDays).contains(today - day)
+        Self.holds(infinityRefusedOn, today: today)
+    }
+
+    /// Whether the listing on `today` should take the server for a plain one (index pages, no WebDAV).
+    func isPlain(today: Int) -> Bool {
+        Self.holds(plainOn, today: today)
+    }
+
+    /// Whether an answer given on `day` still holds on `today` (a clock set back asks again).
+    private static func holds(_ day: Int?, today: Int) -> Bool {
+        guard let day else { return false }
+        return (0..<answerDays).contains(today - day)
     }
 
     /// The memo as stored.
     var text: String {
-        [infinityRefusedOn.map { "depth-1=\($0)" }, far ? "far" : nil].compactMap(\.self).joined(separator: " ")
+        [infinityRefusedOn.map { "depth-1=\($0)" }, plainOn.map { "index=\($0)" }, far ? "far" : nil]
+            .compactMap(\.self).joined(separator: " ")
     }
 
     /// Today, in days since 1970 (UTC).

@@ -6,7 +6,8 @@ import Synchronization
 /// libcurl.
 ///
 /// `webdav = "auto"` (the default) lets the first snapshot's first PROPFIND decide: WebDAV when the server
-/// answers it as WebDAV does, folder index pages when it does not know the method. Entries carry the server's ETag as their validator when it gives one (WebDAV `getetag`, or the
+/// answers it as WebDAV does, folder index pages when it does not know the method; a plain server is taken as
+/// plain for a week after (`HTTPListingMemo`). Entries carry the server's ETag as their validator when it gives one (WebDAV `getetag`, or the
 /// HEAD that index pages need anyway), so an edit that keeps size and time is still seen. Downloads resume with
 /// `Range` + `If-Range` and refuse a file whose ETag, size or time changed since the listing.
 ///
@@ -89,40 +90,76 @@ public struct HTTPSource: Source {
         let most = max(options.parallelism, client.gate.limit)
         let workers = ListingWalk.Workers(most: most, near: last.far ? most : options.parallelism,
                                           roundTrip: { [client] in client.roundTrips.fastest })
-        let known = options.hints.folders
         let today = HTTPListingMemo.today()
-        let refusalKnown = last.refusesInfinity(today: today)
-        var builder: SnapshotBuilder
-        var infinityRefused = false
+        var listing: Listing
         switch webdav ?? detected.value.withLock({ $0 }) {
         case true?:
-            let listing = try await WebDAVLister(client: client, exclude: options.exclude, infinityRefused: refusalKnown, known: known)
-                .snapshot(workers: workers)
-            (builder, infinityRefused) = (listing.builder, listing.infinityRefused)
+            listing = try await listWebDAV(options, workers: workers, last: last, today: today, probing: false)
         case false?:
-            builder = try await IndexLister(client: client, exclude: options.exclude, known: known).snapshot(workers: workers)
+            listing = Listing(builder: try await listIndexPages(options, workers: workers))
+            // Found plain by an earlier listing of this process (`webdav = "auto"` in the daemon): keep the memo's day.
+            if webdav == nil { listing.memo.plainOn = last.plainOn ?? today }
         case nil:
-            // Why no OPTIONS first: the listing's own first PROPFIND tells a WebDAV server (207, or 403 to
-            // `Depth: infinity` then 207) from a plain one (405, 501, a page), a round trip sooner.
-            do {
-                let listing = try await WebDAVLister(client: client, exclude: options.exclude, probing: true,
-                                                     infinityRefused: refusalKnown, known: known).snapshot(workers: workers)
-                (builder, infinityRefused) = (listing.builder, listing.infinityRefused)
-                detected.value.withLock { $0 = true }
-            } catch is WebDAVLister.NotWebDAV {
-                detected.value.withLock { $0 = false }
-                builder = try await IndexLister(client: client, exclude: options.exclude, known: known).snapshot(workers: workers)
-            }
+            listing = try await detectAndList(options, workers: workers, last: last, today: today)
         }
         if insecureTLS {
-            builder.note(ListingIssue(path: displayName, kind: .warning(
+            listing.builder.note(ListingIssue(path: displayName, kind: .warning(
                 "insecure-tls = true: the server's certificate is not checked, so anyone on the network path can pose as it; use ca-file instead")))
         }
-        var snapshot = builder.finish()
-        // A refusal taken as known keeps its day, so that the server is asked again a week after it last refused.
-        let refusedOn = infinityRefused ? (refusalKnown ? last.infinityRefusedOn : today) : nil
-        snapshot.memo = HTTPListingMemo(infinityRefusedOn: refusedOn, far: TargetConfig.isFar(roundTrip: client.roundTrips.fastest)).text
+        var snapshot = listing.builder.finish()
+        listing.memo.far = TargetConfig.isFar(roundTrip: client.roundTrips.fastest)
+        snapshot.memo = listing.memo.text
         return snapshot
+    }
+
+    /// A listing and what it learned for the next one (`far` is filled in at the end).
+    private struct Listing {
+        var builder: SnapshotBuilder
+        var memo = HTTPListingMemo()
+    }
+
+    /// `webdav = "auto"` with nothing detected in this process yet. A server the memo calls plain (within the
+    /// week) has its index pages read at once, a round trip sooner; should that fail at the root (the server now
+    /// speaks WebDAV and lists no index pages, say), it is probed like an unknown one.
+    private func detectAndList(_ options: ListingOptions, workers: ListingWalk.Workers, last: HTTPListingMemo, today: Int) async throws -> Listing {
+        if last.isPlain(today: today) {
+            do {
+                var listing = Listing(builder: try await listIndexPages(options, workers: workers))
+                listing.memo.plainOn = last.plainOn
+                detected.value.withLock { $0 = false }
+                return listing
+            } catch let error as SourceError where !error.failsRun {
+                // Probed below. Why not after any error: a server that is down, refuses the credentials or was
+                // cancelled would fail the probe the same way, after a second timeout.
+            }
+        }
+        // Why no OPTIONS first: the listing's own first PROPFIND tells a WebDAV server (207, or 403 to
+        // `Depth: infinity` then 207) from a plain one (405, 501, a page), a round trip sooner.
+        do {
+            let listing = try await listWebDAV(options, workers: workers, last: last, today: today, probing: true)
+            detected.value.withLock { $0 = true }
+            return listing
+        } catch is WebDAVLister.NotWebDAV {
+            detected.value.withLock { $0 = false }
+            var listing = Listing(builder: try await listIndexPages(options, workers: workers))
+            listing.memo.plainOn = today
+            return listing
+        }
+    }
+
+    private func listWebDAV(_ options: ListingOptions, workers: ListingWalk.Workers, last: HTTPListingMemo, today: Int,
+                            probing: Bool) async throws -> Listing {
+        let refusalKnown = last.refusesInfinity(today: today)
+        let found = try await WebDAVLister(client: client, exclude: options.exclude, probing: probing, infinityRefused: refusalKnown,
+                                           known: options.hints.folders).snapshot(workers: workers)
+        var listing = Listing(builder: found.builder)
+        // A refusal taken as known keeps its day, so that the server is asked again a week after it last refused.
+        if found.infinityRefused { listing.memo.infinityRefusedOn = refusalKnown ? last.infinityRefusedOn : today }
+        return listing
+    }
+
+    private func listIndexPages(_ options: ListingOptions, workers: ListingWalk.Workers) async throws -> SnapshotBuilder {
+        try await IndexLister(client: client, exclude: options.exclude, known: options.hints.folders).snapshot(workers: workers)
     }
 
     /// The quickest request so far (see `HTTPClient.roundTrips`).

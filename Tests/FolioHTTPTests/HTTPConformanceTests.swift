@@ -61,6 +61,23 @@ final class HTTPConformanceTests: XCTestCase {
         XCTAssertGreaterThan(Set(propfinds.compactMap { $0.split(separator: " ").last }).count, ListingOptions().parallelism)
     }
 
+    /// A memo that calls the server plain, for a server that now speaks WebDAV and shows no index pages: the
+    /// index page's 403 at the root sends the listing to the probe, which lists the tree, and the new memo no
+    /// longer calls the server plain.
+    func testAPlainMemoForAWebDAVServerFallsBackToTheProbe() async throws {
+        let server = try NginxServer()
+        FixtureTree.write(server.servedRoot, "moved/sub/a.txt", "alpha\n")
+        var options = ListingOptions()
+        options.hints = ListingHints(folders: [try RelativePath(validating: "sub")], memo: "index=\(Int(Date().timeIntervalSince1970 / 86_400))")
+        let snapshot = try await source(server.url("dav", "moved/")).snapshot(options: options)
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["sub", "sub/a.txt"])
+        XCTAssertTrue(snapshot.isComplete, "\(snapshot.issues)")
+        XCTAssertFalse(snapshot.memo?.contains("index") ?? true, snapshot.memo ?? "no memo")
+        let requests = server.requests(containing: "/dav/moved/")
+        XCTAssertTrue(requests.contains { $0.hasPrefix("GET /dav/moved/ 403 ") }, "the index page was not read: \(requests)")
+        XCTAssertFalse(server.requests(containing: "PROPFIND /dav/moved/ 207 ").isEmpty, "\(requests)")
+    }
+
     func testNginxWebDAV() async throws {
         let server = try NginxServer()
         try await SourceConformance.run(servedRoot: server.servedRoot, options: .init(precision: .second, folderTimes: true)) {

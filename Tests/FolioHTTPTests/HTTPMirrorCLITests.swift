@@ -51,6 +51,26 @@ final class HTTPMirrorCLITests: XCTestCase {
         }
     }
 
+    /// `webdav = "auto"` against a plain server: the first run's PROPFIND finds no WebDAV and the run reads the
+    /// index pages; the run's memo keeps that, so the re-run reads them at once, with no PROPFIND, and downloads
+    /// nothing.
+    func testARerunOfAPlainServerReadsItsIndexPagesWithoutAskingForWebDAV() throws {
+        let server = try NginxServer()
+        ConformanceTree.create(at: server.servedRoot)
+        let scratch = TemporaryDirectory("cli-json")
+        let first = mirror(server.url("json"), scratch)
+        XCTAssertEqual(first.status, 0, first.stderr)
+        XCTAssertEqual(FixtureTree.listing(scratch.path("dest")), FixtureTree.listing(server.servedRoot))
+        let probes = server.requests(containing: "PROPFIND /json/").count
+        XCTAssertGreaterThan(probes, 0, "the first run did not probe")
+        let gets = server.requests(containing: "GET /json/").count
+        let second = mirror(server.url("json"), scratch)
+        XCTAssertEqual(second.status, 0, second.stderr)
+        XCTAssertEqual(server.requests(containing: "PROPFIND /json/").count, probes, "the re-run asked for WebDAV again")
+        let folders = ConformanceTree.expectedListing.filter { $0.hasSuffix("/") }.count
+        XCTAssertEqual(server.requests(containing: "GET /json/").count - gets, folders + 1, "one index page per folder, no download")
+    }
+
     /// nginx killed mid-download: the run fails that file (nothing under its final name); the next run resumes
     /// the partial file with Range, so only the missing bytes cross the wire.
     func testKilledServerThenRerunResumesWithRange() throws {
