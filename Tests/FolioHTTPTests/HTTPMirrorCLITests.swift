@@ -10,17 +10,23 @@ final class HTTPMirrorCLITests: XCTestCase {
         FolioBinary.run(["mirror", url, scratch.path("dest")] + extra, environment: ["FOLIO_STATE_DIR": scratch.path("state")])
     }
 
+    /// Serves the conformance tree from nginx's `location` and mirrors it once; the mirror must be exact.
+    private func mirrorConformanceTree(from location: String, file: StaticString = #filePath, line: UInt = #line) throws -> (NginxServer, TemporaryDirectory) {
+        let server = try NginxServer()
+        ConformanceTree.create(at: server.servedRoot)
+        let scratch = TemporaryDirectory("cli-\(location)")
+        let first = mirror(server.url(location), scratch)
+        XCTAssertEqual(first.status, 0, first.stderr, file: file, line: line)
+        XCTAssertEqual(FixtureTree.listing(scratch.path("dest")), FixtureTree.listing(server.servedRoot), file: file, line: line)
+        return (server, scratch)
+    }
+
     /// A first mirror is exact. The re-run downloads nothing and lists the folders of the last run's record
     /// ahead, with `Depth: 1` only (nginx refused infinity the first time, which the run's memo keeps): each folder
     /// is asked once, none with infinity. After folders are renamed, removed, added and turned into files, the
     /// mirror is still exact.
     func testMirrorOverWebDAVThenARerunListsAheadAndStaysExact() throws {
-        let server = try NginxServer()
-        ConformanceTree.create(at: server.servedRoot)
-        let scratch = TemporaryDirectory("cli-dav")
-        let first = mirror(server.url("dav"), scratch)
-        XCTAssertEqual(first.status, 0, first.stderr)
-        XCTAssertEqual(FixtureTree.listing(scratch.path("dest")), FixtureTree.listing(server.servedRoot))
+        let (server, scratch) = try mirrorConformanceTree(from: "dav")
         for file in ConformanceTree.expectedListing where !file.hasSuffix("/") {
             XCTAssertEqual(FixtureTree.read(scratch.path("dest/" + file)), FixtureTree.read(server.servedRoot + "/" + file), file)
         }
@@ -55,12 +61,7 @@ final class HTTPMirrorCLITests: XCTestCase {
     /// index pages; the run's memo keeps that, so the re-run reads them at once, with no PROPFIND, and downloads
     /// nothing.
     func testARerunOfAPlainServerReadsItsIndexPagesWithoutAskingForWebDAV() throws {
-        let server = try NginxServer()
-        ConformanceTree.create(at: server.servedRoot)
-        let scratch = TemporaryDirectory("cli-json")
-        let first = mirror(server.url("json"), scratch)
-        XCTAssertEqual(first.status, 0, first.stderr)
-        XCTAssertEqual(FixtureTree.listing(scratch.path("dest")), FixtureTree.listing(server.servedRoot))
+        let (server, scratch) = try mirrorConformanceTree(from: "json")
         let probes = server.requests(containing: "PROPFIND /json/").count
         XCTAssertGreaterThan(probes, 0, "the first run did not probe")
         let gets = server.requests(containing: "GET /json/").count
