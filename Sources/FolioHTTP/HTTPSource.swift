@@ -91,14 +91,14 @@ public struct HTTPSource: Source {
         let workers = ListingWalk.Workers(most: most, near: last.far ? most : options.parallelism,
                                           roundTrip: { [client] in client.roundTrips.fastest })
         let today = HTTPListingMemo.today()
-        var listing: Listing
-        switch webdav ?? detected.value.withLock({ $0 }) {
+        var listing: ListingResult
+        switch webdav {
         case true?:
             listing = try await listWebDAV(options, workers: workers, last: last, today: today, probing: false)
         case false?:
-            listing = Listing(builder: try await listIndexPages(options, workers: workers))
-            // Found plain by an earlier listing of this process (`webdav = "auto"` in the daemon): keep the memo's day.
-            if webdav == nil { listing.memo.plainOn = last.plainOn ?? today }
+            listing = ListingResult(builder: try await listIndexPages(options, workers: workers))
+        case nil where detected.value.withLock({ $0 }) == true:
+            listing = try await listWebDAV(options, workers: workers, last: last, today: today, probing: false)
         case nil:
             listing = try await detectAndList(options, workers: workers, last: last, today: today)
         }
@@ -113,19 +113,24 @@ public struct HTTPSource: Source {
     }
 
     /// A listing and what it learned for the next one (`far` is filled in at the end).
-    private struct Listing {
+    private struct ListingResult {
         var builder: SnapshotBuilder
         var memo = HTTPListingMemo()
     }
 
-    /// `webdav = "auto"` with nothing detected in this process yet. A server the memo calls plain (within the
-    /// week) has its index pages read at once, a round trip sooner; should that fail at the root (the server now
-    /// speaks WebDAV and lists no index pages, say), it is probed like an unknown one.
-    private func detectAndList(_ options: ListingOptions, workers: ListingWalk.Workers, last: HTTPListingMemo, today: Int) async throws -> Listing {
-        if last.isPlain(today: today) {
+    /// `webdav = "auto"`, unless this process has already found WebDAV. A server found plain, by this process
+    /// (the daemon) or within the week by the memo, has its index pages read at once, a round trip sooner;
+    /// should that fail at the root (the server now speaks WebDAV and lists no index pages, say), it is probed
+    /// like an unknown one. Two cases wait for the next probe (a week at most, or the daemon's restart): a
+    /// server that now speaks WebDAV but still serves index pages is listed from them (correct, but nginx's JSON
+    /// pages carry no ETag), and a root page that fails with 5xx fails the run.
+    private func detectAndList(_ options: ListingOptions, workers: ListingWalk.Workers, last: HTTPListingMemo, today: Int) async throws -> ListingResult {
+        let foundPlain = detected.value.withLock { $0 } == false
+        if foundPlain || last.isPlain(today: today) {
             do {
-                var listing = Listing(builder: try await listIndexPages(options, workers: workers))
-                listing.memo.plainOn = last.plainOn
+                var listing = ListingResult(builder: try await listIndexPages(options, workers: workers))
+                // The day the server was first found plain is kept, so that it is probed again a week after.
+                listing.memo.plainOn = last.plainOn ?? today
                 detected.value.withLock { $0 = false }
                 return listing
             } catch let error as SourceError where !error.failsRun {
@@ -141,18 +146,18 @@ public struct HTTPSource: Source {
             return listing
         } catch is WebDAVLister.NotWebDAV {
             detected.value.withLock { $0 = false }
-            var listing = Listing(builder: try await listIndexPages(options, workers: workers))
+            var listing = ListingResult(builder: try await listIndexPages(options, workers: workers))
             listing.memo.plainOn = today
             return listing
         }
     }
 
     private func listWebDAV(_ options: ListingOptions, workers: ListingWalk.Workers, last: HTTPListingMemo, today: Int,
-                            probing: Bool) async throws -> Listing {
+                            probing: Bool) async throws -> ListingResult {
         let refusalKnown = last.refusesInfinity(today: today)
         let found = try await WebDAVLister(client: client, exclude: options.exclude, probing: probing, infinityRefused: refusalKnown,
                                            known: options.hints.folders).snapshot(workers: workers)
-        var listing = Listing(builder: found.builder)
+        var listing = ListingResult(builder: found.builder)
         // A refusal taken as known keeps its day, so that the server is asked again a week after it last refused.
         if found.infinityRefused { listing.memo.infinityRefusedOn = refusalKnown ? last.infinityRefusedOn : today }
         return listing
