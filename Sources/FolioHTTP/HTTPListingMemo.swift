@@ -28,14 +28,15 @@ struct HTTPListingMemo: Equatable {
     /// Reads a stored memo; nil (none stored) reads as nothing learned.
     init(_ text: String?) {
         for word in (text ?? "").split(separator: " ") {
-            if word == "far" {
-                far = true
-            } else if word.hasPrefix("depth-1="), let day = Int(word.dropFirst("depth-1=".count)) {
-                infinityRefusedOn = day
-            } else if word.hasPrefix("index="), let day = Int(word.dropFirst("index=".count)) {
-                plainOn = day
-            }
+            if word == "far" { far = true }
+            infinityRefusedOn = Self.day(in: word, after: "depth-1=") ?? infinityRefusedOn
+            plainOn = Self.day(in: word, after: "index=") ?? plainOn
         }
+    }
+
+    /// The day in a `name=DAY` word; nil for another word.
+    private static func day(in word: Substring, after name: String) -> Int? {
+        word.hasPrefix(name) ? Int(word.dropFirst(name.count)) : nil
     }
 
     /// Whether the listing on `today` should take the server's refusal of `Depth: infinity` as known.

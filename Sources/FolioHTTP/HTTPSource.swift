@@ -91,16 +91,15 @@ public struct HTTPSource: Source {
         let workers = ListingWalk.Workers(most: most, near: last.far ? most : options.parallelism,
                                           roundTrip: { [client] in client.roundTrips.fastest })
         let today = HTTPListingMemo.today()
+        let found = detected.value.withLock { $0 }
         var listing: ListingResult
-        switch webdav {
+        switch webdav ?? found {
         case true?:
             listing = try await listWebDAV(options, workers: workers, last: last, today: today, probing: false)
-        case false?:
+        case false? where webdav == false:
             listing = ListingResult(builder: try await listIndexPages(options, workers: workers))
-        case nil where detected.value.withLock({ $0 }) == true:
-            listing = try await listWebDAV(options, workers: workers, last: last, today: today, probing: false)
-        case nil:
-            listing = try await detectAndList(options, workers: workers, last: last, today: today)
+        case false?, nil:
+            listing = try await detectAndList(options, workers: workers, last: last, today: today, foundPlain: found == false)
         }
         if insecureTLS {
             listing.builder.note(ListingIssue(path: displayName, kind: .warning(
@@ -119,13 +118,13 @@ public struct HTTPSource: Source {
     }
 
     /// `webdav = "auto"`, unless this process has already found WebDAV. A server found plain, by this process
-    /// (the daemon) or within the week by the memo, has its index pages read at once, a round trip sooner;
+    /// (`foundPlain`: the daemon) or within the week by the memo, has its index pages read at once, a round trip sooner;
     /// should that fail at the root (the server now speaks WebDAV and lists no index pages, say), it is probed
     /// like an unknown one. Two cases wait for the next probe (a week at most, or the daemon's restart): a
     /// server that now speaks WebDAV but still serves index pages is listed from them (correct, but nginx's JSON
     /// pages carry no ETag), and a root page that fails with 5xx fails the run.
-    private func detectAndList(_ options: ListingOptions, workers: ListingWalk.Workers, last: HTTPListingMemo, today: Int) async throws -> ListingResult {
-        let foundPlain = detected.value.withLock { $0 } == false
+    private func detectAndList(_ options: ListingOptions, workers: ListingWalk.Workers, last: HTTPListingMemo, today: Int,
+                               foundPlain: Bool) async throws -> ListingResult {
         if foundPlain || last.isPlain(today: today) {
             do {
                 var listing = ListingResult(builder: try await listIndexPages(options, workers: workers))
