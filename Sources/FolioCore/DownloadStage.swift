@@ -39,17 +39,24 @@ struct DownloadStage: Sendable {
         // one a batch takes every request free, as another worker's batch is rarely running beside it.
         let batchWorkers = nearLink ? workerCount : 1
         let jobs = Self.jobs(for: downloads, workers: workerCount, batching: source.features.batchDownloads)
-        let queue = JobQueue(count: jobs.count, workers: workerCount)
+        let queue = JobQueue(count: jobs.count)
         let outcome = Locked(Outcome())
         let installer = Installer(target: target, destination: destination, runID: runID, committer: committer, events: events, progress: progress)
         let group = DispatchGroup()
-        for index in 0..<workerCount {
-            // Why one serial queue per worker: a connection (a libssh2 session, a curl handle) must only ever
-            // be used from one thread, and here it never leaves the queue that opened it.
-            DispatchQueue(label: "folio.download.\(index)").async(group: group) {
-                self.work(jobs: jobs, batchWorkers: batchWorkers, queue: queue, outcome: outcome, installer: installer)
+        let most = max(1, min(workers, downloads.count))
+        @Sendable func start(_ indices: Range<Int>) {
+            for index in indices {
+                // Why one serial queue per worker: a connection (a libssh2 session, a curl handle) must only ever
+                // be used from one thread, and here it never leaves the queue that opened it. Why a running
+                // worker may start more after `notify` below: the group is never empty while it does.
+                DispatchQueue(label: "folio.download.\(index)").async(group: group) {
+                    self.work(jobs: jobs, batchWorkers: batchWorkers, queue: queue, outcome: outcome, installer: installer) { leftOver in
+                        start(queue.moreWorkers(for: leftOver, most: most))
+                    }
+                }
             }
         }
+        start(queue.moreWorkers(upTo: workerCount))
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             group.notify(queue: .global()) { continuation.resume() }
         }
@@ -65,7 +72,12 @@ struct DownloadStage: Sendable {
         result.keepPartials.formUnion(tally.keepPartials)
         // Files no worker got to (every connection failed, or the run was stopped) are failures of this run.
         var unattempted = result.unattempted
-        while let job = queue.next() { unattempted += jobs[job] }
+        while let item = queue.next() {
+            switch item {
+            case .job(let job): unattempted += jobs[job]
+            case .file(let index): unattempted.append(index)
+            }
+        }
         for index in unattempted {
             let download = downloads[index]
             result.keepPartials.insert(Destination.partialName(for: download.entry))
@@ -127,7 +139,10 @@ struct DownloadStage: Sendable {
         return jobs
     }
 
-    private func work(jobs: [Range<Int>], batchWorkers: Int, queue: JobQueue, outcome: Locked<Outcome>, installer: Installer) {
+    /// One worker: takes jobs until none is left. `leftOver` gets how many files a batch left to fetch one by one
+    /// (now in the queue for any worker), so more workers can start for them.
+    private func work(jobs: [Range<Int>], batchWorkers: Int, queue: JobQueue, outcome: Locked<Outcome>, installer: Installer,
+                      leftOver: (Int) -> Void) {
         var connection: (any SourceConnection)?
         /// The current job's downloads not fetched yet.
         var pending: ArraySlice<Int> = []
@@ -157,11 +172,25 @@ struct DownloadStage: Sendable {
                 }
             }
             if pending.isEmpty {
-                guard let job = queue.next() else { return }
-                pending = ArraySlice(jobs[job])
-                if pending.count > 1 {
-                    pending = ArraySlice(transferBatch(Array(pending), batchWorkers: batchWorkers, with: connection!, installer: installer, outcome: outcome))
-                    continue
+                switch queue.next() {
+                case nil:
+                    return
+                case .file(let index):
+                    pending = [index]
+                case .job(let job):
+                    pending = ArraySlice(jobs[job])
+                    if pending.count > 1 {
+                        // Why the files a batch left go back to the queue, not to this worker: when the batch failed
+                        // as a whole (a server without tar, an SFTP-only account), one worker fetching the whole
+                        // tree one file at a time, three round trips each, would take the run's time alone.
+                        let left = transferBatch(Array(pending), batchWorkers: batchWorkers, with: connection!, installer: installer, outcome: outcome)
+                        pending = []
+                        if !left.isEmpty {
+                            queue.putBack(left)
+                            leftOver(left.count)
+                        }
+                        continue
+                    }
                 }
             }
             let index = pending.removeFirst()
@@ -263,17 +292,62 @@ struct DownloadStage: Sendable {
     }
 }
 
-/// The shared list of downloads: an index handed out under a lock, and a count of workers still alive.
+/// The shared list of downloads: jobs (one file, or a run of small files for one batch) handed out in order
+/// under a lock, after the files batches left over, one at a time; and how many workers started and gave up.
 final class JobQueue: Sendable {
-    private let state: Mutex<(next: Int, count: Int, workersLost: Int, workers: Int)>
+    enum Item {
+        /// An index into the stage's jobs.
+        case job(Int)
+        /// A download a batch left over, to fetch on its own.
+        case file(Int)
+    }
 
-    init(count: Int, workers: Int) { state = Mutex((0, count, 0, workers)) }
+    /// A new worker for every this many files left over: its log-in costs about the round trips of that many
+    /// files fetched one by one (an SSH log-in is about a dozen, a file over SFTP three).
+    static let filesPerExtraWorker = 4
 
-    func next() -> Int? {
+    private struct State {
+        var next = 0
+        let count: Int
+        /// Left-over downloads, the next one last.
+        var files: [Int] = []
+        var started = 0
+        var workersLost = 0
+    }
+
+    private let state: Mutex<State>
+
+    init(count: Int) { state = Mutex(State(count: count)) }
+
+    func next() -> Item? {
         state.withLock { state in
+            if let file = state.files.popLast() { return .file(file) }
             guard state.next < state.count else { return nil }
             defer { state.next += 1 }
-            return state.next
+            return .job(state.next)
+        }
+    }
+
+    /// Queues downloads a batch did not fetch, in their order.
+    func putBack(_ files: [Int]) {
+        state.withLock { $0.files.insert(contentsOf: files.reversed(), at: 0) }
+    }
+
+    /// Counts workers as started until `count` have; returns the indices of the new ones, for the caller to start.
+    func moreWorkers(upTo count: Int) -> Range<Int> {
+        state.withLock { state in
+            let first = state.started
+            state.started = max(first, count)
+            return first..<state.started
+        }
+    }
+
+    /// The workers worth starting, at most `most` in all, for `files` just left over by a batch.
+    func moreWorkers(for files: Int, most: Int) -> Range<Int> {
+        state.withLock { state in
+            let first = state.started
+            state.started = max(first, min(most, first + files / Self.filesPerExtraWorker))
+            return first..<state.started
         }
     }
 
@@ -281,7 +355,7 @@ final class JobQueue: Sendable {
     func workerGaveUp() -> Bool {
         state.withLock { state in
             state.workersLost += 1
-            return state.next < state.count && state.workersLost >= state.workers
+            return (state.next < state.count || !state.files.isEmpty) && state.workersLost >= state.started
         }
     }
 }

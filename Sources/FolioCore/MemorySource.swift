@@ -14,6 +14,7 @@ public final class MemorySource: Source {
         var failingDownloads: [RelativePath: SourceError] = [:]
         var downloads: [(RelativePath, Int64)] = []
         var batches: [[RelativePath]] = []
+        var refusesBatches = false
         var roundTrip: Duration?
         var connections = 0
     }
@@ -70,6 +71,9 @@ public final class MemorySource: Source {
         state.withLock { $0.failingDownloads[try! RelativePath(validating: path)] = error }
     }
 
+    /// Makes every batch deliver nothing, as a server without `tar` (an SFTP-only account) does.
+    public func refuseBatches() { state.withLock { $0.refusesBatches = true } }
+
     /// Every download asked for so far: path and starting offset.
     public var downloads: [(RelativePath, Int64)] { state.withLock { $0.downloads } }
 
@@ -115,6 +119,7 @@ public final class MemorySource: Source {
     fileprivate func content(forBatch entries: [Entry]) -> [[UInt8]?] {
         state.withLock { state in
             state.batches.append(entries.map(\.path))
+            if state.refusesBatches { return entries.map { _ in nil } }
             return entries.map { entry in
                 guard state.failingDownloads[entry.path] == nil, state.entries[entry.path] == entry else { return nil }
                 return state.contents[entry.path]

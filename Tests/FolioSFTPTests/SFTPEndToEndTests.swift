@@ -70,6 +70,27 @@ final class SFTPEndToEndTests: XCTestCase {
         }
     }
 
+    /// An SFTP-only account (`ForceCommand internal-sftp`): no find, no tar. The one batch the first worker asks
+    /// for comes back empty, and its 40 files go to every worker the target allows (four logins, not one doing
+    /// all 40 files one after another); the mirror is exact, to the second (SFTP's precision).
+    func testAnSFTPOnlyServerSharesTheSmallFilesAmongTheWorkers() throws {
+        let server = try SSHServer(forceInternalSFTP: true)
+        for index in 0..<40 {
+            FixtureTree.write(work.path("src"), "file #\(index) 100%.txt", FixtureTree.bytes(count: 100 + index * 13, seed: UInt64(index)),
+                              mtime: (1_600_000_000 + index, 0))
+        }
+        let outcome = FolioBinary.run(mirror(server, work.path("src"), extra: ["--transfers", "4"]), environment: environment)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        XCTAssertEqual(outcome.events.last?["downloaded"] as? Int, 40, outcome.stdout)
+        XCTAssertEqual(FixtureTree.listing(work.path("dst")), FixtureTree.listing(work.path("src")))
+        for path in FixtureTree.listing(work.path("src")) {
+            XCTAssertEqual(FixtureTree.read(work.path("dst/" + path)), FixtureTree.read(work.path("src/" + path)), path)
+            XCTAssertEqual(FixtureTree.mtime(work.path("dst/" + path)), FixtureTree.mtime(work.path("src/" + path)), path)
+        }
+        let log = try String(contentsOfFile: server.logPath, encoding: .utf8)
+        XCTAssertEqual(log.components(separatedBy: "Accepted publickey").count - 1, 4, "the listing's session, then three more for the files the batch left\n\(log)")
+    }
+
     /// A bare shell account, without the SFTP subsystem: the listing and the small files come over exec (find,
     /// tar) and are exact; the one large file, which needs SFTP, fails on its own with the fix in its message.
     func testServerWithoutSFTPSubsystemMirrorsSmallFilesAndNamesTheFixForLargeOnes() throws {
