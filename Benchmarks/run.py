@@ -46,7 +46,10 @@ REPO = os.path.dirname(HERE)
 MAKE_TREE = os.path.join(HERE, "make-tree.py")
 
 TREES = ["small", "media", "huge"]
-SOURCES = ["local", "sftp", "webdav", "sftp+rtt", "webdav+rtt"]
+SOURCES = ["local", "sftp", "webdav", "sftp+rtt", "webdav+rtt", "sftp-only", "sftp-only+rtt"]
+# The sources the issue's targets name. "sftp-only" (an account whose every command is the SFTP server,
+# ForceCommand: no find, no tar, no rsync) runs only when asked for, and its rows have no target.
+DEFAULT_SOURCES = SOURCES[:5]
 SCENARIOS = ["initial", "no-change", "incremental"]
 # Mirror tools first; "tar" and "curl" are the practical limits (one stream; no listing, no comparison).
 TOOLS = ["folio", "folio-t8", "rclone", "rclone-t8", "rsync", "lftp", "tar", "curl"]
@@ -222,13 +225,14 @@ class Servers:
         self.known_hosts = os.path.join(self.dir, "known_hosts")
         self.ssh_port = self.http_port = None
         self.ssh_rtt_port = self.http_rtt_port = None
-        self.sshd_log = os.path.join(self.dir, "sshd.log")
+        self.sftp_only_port = self.sftp_only_rtt_port = None
         self.sftp_log = os.path.join(self.dir, "sftp-server.log")
         self.access_log = os.path.join(self.dir, "access.log")
         self.proxy_logs = {}
 
     # ---- sshd ----
-    def start_sshd(self):
+    def start_sshd(self, sftp_only=False):
+        """The sshd of the sftp sources; with `sftp_only`, a second one whose every command is the SFTP server."""
         host_key = os.path.join(self.dir, "host_ed25519")
         for key in (host_key, self.user_key):
             if not os.path.exists(key):
@@ -237,14 +241,19 @@ class Servers:
         authorized = os.path.join(self.dir, "authorized_keys")
         shutil.copyfile(self.user_key + ".pub", authorized)
         os.chmod(authorized, 0o600)
-        self.ssh_port = free_port()
-        config = os.path.join(self.dir, "sshd_config")
+        port = free_port()
+        name = "sshd-sftp-only" if sftp_only else "sshd"
+        config = os.path.join(self.dir, f"{name}_config")
+        if sftp_only:
+            self.sftp_only_port = port
+        else:
+            self.ssh_port = port
         with open(config, "w") as out:
             out.write(f"""# Written by Benchmarks/run.py: a private sshd for the benchmark, loopback only.
-Port {self.ssh_port}
+Port {port}
 ListenAddress 127.0.0.1
 HostKey {host_key}
-PidFile {self.dir}/sshd.pid
+PidFile {self.dir}/{name}.pid
 AuthorizedKeysFile {authorized}
 PermitRootLogin prohibit-password
 PasswordAuthentication no
@@ -261,16 +270,21 @@ Subsystem sftp /usr/lib/openssh/sftp-server -e -l DEBUG3 2>>{self.sftp_log}
 # normally charge per session, so the sessions start as if nested and skip it.
 SetEnv SHLVL=1
 """)
+            if sftp_only:
+                # What an SFTP-only account gets for any command (exec included): the SFTP server, as with
+                # ForceCommand internal-sftp, but the logging one, so its requests are counted as above.
+                out.write(f"ForceCommand /usr/lib/openssh/sftp-server -e -l DEBUG3 2>>{self.sftp_log}\n")
         os.makedirs("/run/sshd", exist_ok=True)  # privilege separation directory sshd insists on
-        child = self.processes.start("sshd", ["/usr/sbin/sshd", "-D", "-e", "-f", config], self.sshd_log)
-        wait_for_port(self.ssh_port, child, "sshd")
+        child = self.processes.start(name, ["/usr/sbin/sshd", "-D", "-e", "-f", config],
+                                     os.path.join(self.dir, f"{name}.log"))
+        wait_for_port(port, child, name)
         public = open(host_key + ".pub").read().split()[:2]
         self.host_key_line = " ".join(public)
 
     def write_known_hosts(self):
-        """Pins the host key for both the direct and the proxied port (ssh checks [host]:port entries)."""
+        """Pins the host key for every sshd port, direct and proxied (ssh checks [host]:port entries)."""
         with open(self.known_hosts, "w") as out:
-            for port in (self.ssh_port, self.ssh_rtt_port):
+            for port in (self.ssh_port, self.ssh_rtt_port, self.sftp_only_port, self.sftp_only_rtt_port):
                 if port:
                     out.write(f"[127.0.0.1]:{port} {self.host_key_line}\n")
 
@@ -338,7 +352,7 @@ http {{
         """(requests, round trips) a run made, from the logs written since `before`; None where not counted.
 
         rsync and tar over ssh do not use SFTP (they run a remote command), so only their round trips count."""
-        kind = source.split("+")[0]
+        kind = source_kind(source)
         requests = round_trips = None
         if kind == "webdav":
             requests = len(read_from(self.access_log, before["access"]).splitlines())
@@ -347,7 +361,7 @@ http {{
             # One "request N: <operation>" line per request; the server's "request N: sent ..." replies are not.
             requests = len(re.findall(r"request \d+: (?!sent )", read_from(self.sftp_log, before["sftp"])))
         if source.endswith("+rtt"):
-            name = kind
+            name = source.split("+")[0]
             round_trips = proxy_round_trips(self.proxy_logs[name], before[f"proxy-{name}"])
         return requests, round_trips
 
@@ -576,7 +590,10 @@ class Context:
         self.graveyard = Graveyard(work)
 
     def ssh_port(self, source):
-        return self.servers.ssh_rtt_port if source.endswith("+rtt") else self.servers.ssh_port
+        s = self.servers
+        if source.startswith("sftp-only"):
+            return s.sftp_only_rtt_port if source.endswith("+rtt") else s.sftp_only_port
+        return s.ssh_rtt_port if source.endswith("+rtt") else s.ssh_port
 
     def http_port(self, source):
         return self.servers.http_rtt_port if source.endswith("+rtt") else self.servers.http_port
@@ -592,25 +609,34 @@ class Context:
         s = self.servers
         with open(self.rclone_conf, "w") as out:
             for source in SOURCES:
-                kind = source.split("+")[0]
-                name = source.replace("+", "_")
-                if kind == "sftp" and s.ssh_port:
+                kind = source_kind(source)
+                name = source.replace("+", "_").replace("-", "_")
+                if kind == "sftp" and self.ssh_port(source):
                     out.write(f"[{name}]\ntype = sftp\nhost = 127.0.0.1\nport = {self.ssh_port(source)}\n"
                               f"user = root\nkey_file = {s.user_key}\nknown_hosts_file = {s.known_hosts}\n"
                               # What rclone detects and saves into its config on first use: written up front so
-                              # every run, not only the first, sees rclone's steady state.
-                              "shell_type = unix\nmd5sum_command = md5sum\nsha1sum_command = sha1sum\n\n")
+                              # every run, not only the first, sees rclone's steady state (no shell at all on an
+                              # SFTP-only account).
+                              + ("shell_type = none\n\n" if source.startswith("sftp-only") else
+                                 "shell_type = unix\nmd5sum_command = md5sum\nsha1sum_command = sha1sum\n\n"))
                 elif kind == "webdav" and s.http_port:
                     out.write(f"[{name}]\ntype = webdav\nurl = http://127.0.0.1:{self.http_port(source)}/\n"
                               f"vendor = other\n\n")
 
 
+def source_kind(source):
+    """The protocol behind a source name: local, sftp (sftp-only included) or webdav."""
+    base = source.split("+")[0]
+    return "sftp" if base == "sftp-only" else base
+
+
 def tool_command(tool, source, tree, dest, ctx, scenario):
     """(argv, extra env) to mirror `tree` from `source` into `dest` with `tool`; None if it does not apply."""
-    kind = source.split("+")[0]
+    kind = source_kind(source)
+    shell = not source.startswith("sftp-only")  # rsync and tar need a shell on the server
     path = tree.current  # absolute path on this machine, also the path the sshd serves
     url = f"http://127.0.0.1:{ctx.http_port(source)}/{tree.slug}/" if kind == "webdav" else None
-    remote = source.replace("+", "_")
+    remote = source.replace("+", "_").replace("-", "_")
     if tool in ("folio", "folio-t8"):
         argv = [ctx.folio, "mirror", "--json"] + (["--transfers", "8"] if tool == "folio-t8" else [])
         if kind == "local":
@@ -628,7 +654,7 @@ def tool_command(tool, source, tree, dest, ctx, scenario):
     if tool == "rsync":
         if kind == "local":
             return ["rsync", "-a", "--delete", path + "/", dest + "/"], {}
-        if kind == "sftp":
+        if kind == "sftp" and shell:
             return ["rsync", "-a", "--delete", "-e", ctx.ssh_command(source), f"root@127.0.0.1:{path}/",
                     dest + "/"], {}
         return None
@@ -650,7 +676,7 @@ def tool_command(tool, source, tree, dest, ctx, scenario):
             return None
         if kind == "local":
             pipeline = f"tar -C {shlex.quote(path + '/')} -cf - . | tar -C {shlex.quote(dest)} -xf -"
-        elif kind == "sftp":
+        elif kind == "sftp" and shell:
             pipeline = (f"{ctx.ssh_command(source)} root@127.0.0.1 {shlex.quote('tar -C ' + shlex.quote(path + '/') + ' -cf - .')}"
                         f" | tar -C {shlex.quote(dest)} -xf -")
         else:
@@ -908,7 +934,8 @@ def target_checks(rows):
             continue
         kind = row["tree"].split("×")[0]
         for description, applies, limit in TARGETS:
-            if applies(kind, row["source"], row["scenario"]):
+            # The SFTP-only rows are shown beside the issue's sources, not judged by its targets.
+            if applies(kind, row["source"], row["scenario"]) and not row["source"].startswith("sftp-only"):
                 ratio = row.get("ratio")
                 met = "n/a (no verified comparator)" if row["ok"] and ratio is None else \
                     "no (folio failed)" if not row["ok"] else ("yes" if ratio <= limit else "no")
@@ -1018,7 +1045,8 @@ def update_readme(table_path):
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trees", default=",".join(TREES), help="comma list of %s" % ",".join(TREES))
-    p.add_argument("--sources", default=",".join(SOURCES), help="comma list of %s" % ",".join(SOURCES))
+    p.add_argument("--sources", default=",".join(DEFAULT_SOURCES),
+                   help="comma list of %s (default: all but the sftp-only ones)" % ",".join(SOURCES))
     p.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma list of %s" % ",".join(SCENARIOS))
     p.add_argument("--tools", default=",".join(DEFAULT_TOOLS),
                    help="comma list of %s (default: all but folio-t8)" % ",".join(TOOLS))
@@ -1124,6 +1152,11 @@ def main(argv):
             servers.start_sshd()
             if "sftp+rtt" in args.sources:
                 servers.ssh_rtt_port = servers.start_proxy("sftp", servers.ssh_port)
+        if "sftp-only" in kinds:
+            servers.start_sshd(sftp_only=True)
+            if "sftp-only+rtt" in args.sources:
+                servers.sftp_only_rtt_port = servers.start_proxy("sftp-only", servers.sftp_only_port)
+        if kinds & {"sftp", "sftp-only"}:
             servers.write_known_hosts()
         if "webdav" in kinds:
             servers.start_nginx()
@@ -1134,7 +1167,8 @@ def main(argv):
         if not args.serve:
             ctx.graveyard.purge(wait=True)  # a previous run's leftovers
         log(f"servers up: sshd {servers.ssh_port}, nginx {servers.http_port}, "
-            f"proxies sftp {servers.ssh_rtt_port} webdav {servers.http_rtt_port}")
+            f"proxies sftp {servers.ssh_rtt_port} webdav {servers.http_rtt_port}"
+            + (f"; sftp-only sshd {servers.sftp_only_port}, proxy {servers.sftp_only_rtt_port}" if "sftp-only" in kinds else ""))
         if args.serve:
             log(f"ssh: {ctx.ssh_command('sftp')} root@127.0.0.1; rclone --config {ctx.rclone_conf}; "
                 f"sources under {servers.serve_root}. Ctrl-C stops them.")
