@@ -3,8 +3,9 @@ import Foundation
 import Glibc
 import Synchronization
 
-/// The download stage: `transfers` workers, each on its own serial queue with its own source connection,
-/// draining one shared list of files; bridged to async code with a `DispatchGroup` notification.
+/// The download stage: `workerCount` workers to start with, and up to `transfers` for files batches leave, each on
+/// its own serial queue with its own source connection, draining one shared list of files; bridged to async code
+/// with a `DispatchGroup` notification.
 struct DownloadStage: Sendable {
     struct Outcome: Sendable {
         var downloaded = 0
@@ -44,19 +45,24 @@ struct DownloadStage: Sendable {
         let installer = Installer(target: target, destination: destination, runID: runID, committer: committer, events: events, progress: progress)
         let group = DispatchGroup()
         let most = max(1, min(workers, downloads.count))
-        @Sendable func start(_ indices: Range<Int>) {
+        // A new worker for every this many files a batch leaves: what its log-in costs in files fetched one by one
+        // (three round trips each). Far, an SSH log-in is about a dozen round trips; near, it is the server's own
+        // work (sshd's fork and key exchange, tens of ms), dozens of files' worth.
+        let filesPerWorker = nearLink ? 32 : 4
+        @Sendable func start(_ indices: Range<Int>, forLeftovers: Bool) {
             for index in indices {
                 // Why one serial queue per worker: a connection (a libssh2 session, a curl handle) must only ever
                 // be used from one thread, and here it never leaves the queue that opened it. Why a running
                 // worker may start more after `notify` below: the group is never empty while it does.
                 DispatchQueue(label: "folio.download.\(index)").async(group: group) {
-                    self.work(jobs: jobs, batchWorkers: batchWorkers, queue: queue, outcome: outcome, installer: installer) { leftOver in
-                        start(queue.moreWorkers(for: leftOver, most: most))
+                    self.work(jobs: jobs, batchWorkers: batchWorkers, queue: queue, outcome: outcome, installer: installer,
+                              lookFirst: forLeftovers) { leftOver in
+                        start(queue.moreWorkers(upTo: most, for: leftOver / filesPerWorker), forLeftovers: true)
                     }
                 }
             }
         }
-        start(queue.moreWorkers(upTo: workerCount))
+        start(queue.moreWorkers(upTo: workerCount), forLeftovers: false)
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             group.notify(queue: .global()) { continuation.resume() }
         }
@@ -86,9 +92,9 @@ struct DownloadStage: Sendable {
         return result
     }
 
-    /// How many workers (each with its own connection) the downloads are worth: at most `workers`, one per file,
-    /// and where connections are costly, or a batch is parallel by itself and the link far, one per large file or
-    /// full batch of small ones. Why: an SSH login is a dozen round trips, longer than a batch of small files
+    /// How many workers (each with its own connection) the downloads are worth to start with: at most `workers`,
+    /// one per file, and where connections are costly, or a batch is parallel by itself and the link far, one per
+    /// large file or full batch of small ones. Why: an SSH login is a dozen round trips, longer than a batch of small files
     /// takes to stream over a session already open (the listing's, which the first worker reuses); and over a
     /// far link, workers splitting the host's requests in flight between their batches leave slots idle at the
     /// end of each batch. Over a near link the files' own work (a partial file created, written and sealed each)
@@ -140,15 +146,20 @@ struct DownloadStage: Sendable {
     }
 
     /// One worker: takes jobs until none is left. `leftOver` gets how many files a batch left to fetch one by one
-    /// (now in the queue for any worker), so more workers can start for them.
+    /// (now in the queue for any worker), so more workers can start for them. With `lookFirst` (a worker started for
+    /// such files), the worker connects only if work is still waiting: the others may have taken it all meanwhile,
+    /// and a log-in then would only delay the end of the stage.
     private func work(jobs: [Range<Int>], batchWorkers: Int, queue: JobQueue, outcome: Locked<Outcome>, installer: Installer,
-                      leftOver: (Int) -> Void) {
+                      lookFirst: Bool, leftOver: (Int) -> Void) {
         var connection: (any SourceConnection)?
         /// The current job's downloads not fetched yet.
         var pending: ArraySlice<Int> = []
         /// The download whose connection dropped under it, tried again once the worker has reconnected.
         var interrupted: (index: Int, error: SourceError)?
+        /// Set once this worker told the queue it gave up (which counts it out).
+        var countedOut = false
         defer {
+            if !countedOut { queue.workerEnded() }
             connection?.close()
             if !pending.isEmpty { outcome.withLock { $0.unattempted += pending } }
             if let interrupted { record(interrupted.error, for: downloads[interrupted.index], in: outcome) }
@@ -156,11 +167,13 @@ struct DownloadStage: Sendable {
         var reconnects = 0
         while !progress.isCancelled, outcome.withLock({ $0.runError == nil }) {
             if connection == nil {
+                if lookFirst, interrupted == nil, pending.isEmpty, !queue.hasWork { return }
                 do {
                     connection = try source.makeConnection()
                 } catch {
                     let sourceError = error as? SourceError ?? SourceError(.unreachable, "\(source.displayName): \(error)")
                     // Other workers may still be connected; only when none is does the run fail.
+                    countedOut = true
                     if queue.workerGaveUp() || sourceError.code == .authentication {
                         outcome.withLock { if $0.runError == nil { $0.runError = sourceError } }
                     }
@@ -207,6 +220,7 @@ struct DownloadStage: Sendable {
                     reconnects += 1
                     if reconnects > 1 {
                         record(sourceError, for: download, in: outcome)
+                        countedOut = true
                         if queue.workerGaveUp() { outcome.withLock { if $0.runError == nil { $0.runError = sourceError } } }
                         return
                     }
@@ -293,7 +307,7 @@ struct DownloadStage: Sendable {
 }
 
 /// The shared list of downloads: jobs (one file, or a run of small files for one batch) handed out in order
-/// under a lock, after the files batches left over, one at a time; and how many workers started and gave up.
+/// under a lock, after the files batches left over, one at a time; and how many workers are running.
 final class JobQueue: Sendable {
     enum Item {
         /// An index into the stage's jobs.
@@ -302,17 +316,16 @@ final class JobQueue: Sendable {
         case file(Int)
     }
 
-    /// A new worker for every this many files left over: its log-in costs about the round trips of that many
-    /// files fetched one by one (an SSH log-in is about a dozen, a file over SFTP three).
-    static let filesPerExtraWorker = 4
-
     private struct State {
         var next = 0
         let count: Int
         /// Left-over downloads, the next one last.
         var files: [Int] = []
+        /// Workers started so far (their queues' labels), and those not ended yet.
         var started = 0
-        var workersLost = 0
+        var running = 0
+
+        var hasWork: Bool { next < count || !files.isEmpty }
     }
 
     private let state: Mutex<State>
@@ -328,34 +341,37 @@ final class JobQueue: Sendable {
         }
     }
 
+    /// Whether a job or a left-over file is waiting.
+    var hasWork: Bool { state.withLock { $0.hasWork } }
+
     /// Queues downloads a batch did not fetch, in their order.
     func putBack(_ files: [Int]) {
         state.withLock { $0.files.insert(contentsOf: files.reversed(), at: 0) }
     }
 
-    /// Counts workers as started until `count` have; returns the indices of the new ones, for the caller to start.
-    func moreWorkers(upTo count: Int) -> Range<Int> {
+    /// Counts `extra` more workers as running, as many as keep `most` running at most (at least one when none
+    /// is); returns their indices, for the caller to start.
+    func moreWorkers(upTo most: Int, for extra: Int = .max) -> Range<Int> {
         state.withLock { state in
+            let count = max(state.running == 0 ? 1 : 0, min(extra, most - state.running))
             let first = state.started
-            state.started = max(first, count)
+            state.started += count
+            state.running += count
             return first..<state.started
         }
     }
 
-    /// The workers worth starting, at most `most` in all, for `files` just left over by a batch.
-    func moreWorkers(for files: Int, most: Int) -> Range<Int> {
-        state.withLock { state in
-            let first = state.started
-            state.started = max(first, min(most, first + files / Self.filesPerExtraWorker))
-            return first..<state.started
-        }
+    /// Records that one worker ended for any reason but a lost connection (the queue empty, the run stopped).
+    func workerEnded() {
+        state.withLock { $0.running -= 1 }
     }
 
-    /// Records that one worker stopped for good; true when that was the last one able to connect.
+    /// Records that one worker stopped for good with its connection lost; true when it was the last one running
+    /// and downloads are left.
     func workerGaveUp() -> Bool {
         state.withLock { state in
-            state.workersLost += 1
-            return (state.next < state.count || !state.files.isEmpty) && state.workersLost >= state.started
+            state.running -= 1
+            return state.running == 0 && state.hasWork
         }
     }
 }

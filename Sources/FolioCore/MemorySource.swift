@@ -15,6 +15,9 @@ public final class MemorySource: Source {
         var downloads: [(RelativePath, Int64)] = []
         var batches: [[RelativePath]] = []
         var refusesBatches = false
+        var downloadDelay: Duration?
+        /// The connection (numbered from 1 in the order opened) each single download came through.
+        var fetchedBy: [RelativePath: Int] = [:]
         var roundTrip: Duration?
         var connections = 0
     }
@@ -74,6 +77,12 @@ public final class MemorySource: Source {
     /// Makes every batch deliver nothing, as a server without `tar` (an SFTP-only account) does.
     public func refuseBatches() { state.withLock { $0.refusesBatches = true } }
 
+    /// Makes each single download take `delay`, as a far server's three round trips a file do.
+    public func delayDownloads(by delay: Duration) { state.withLock { $0.downloadDelay = delay } }
+
+    /// How many connections single downloads came through.
+    public var connectionsThatFetched: Int { state.withLock { Set($0.fetchedBy.values).count } }
+
     /// Every download asked for so far: path and starting offset.
     public var downloads: [(RelativePath, Int64)] { state.withLock { $0.downloads } }
 
@@ -110,8 +119,11 @@ public final class MemorySource: Source {
     public var connections: Int { state.withLock { $0.connections } }
 
     public func makeConnection() throws -> any SourceConnection {
-        state.withLock { $0.connections += 1 }
-        return MemoryConnection(source: self)
+        let number = state.withLock { state in
+            state.connections += 1
+            return state.connections
+        }
+        return MemoryConnection(source: self, number: number)
     }
 
     /// A batch delivers, as a server-side `tar` would, every file that is there and unchanged; a file set to
@@ -127,9 +139,14 @@ public final class MemorySource: Source {
         }
     }
 
-    fileprivate func content(for entry: Entry, from offset: Int64) throws -> [UInt8] {
-        try state.withLock { state in
+    fileprivate func content(for entry: Entry, from offset: Int64, connection: Int) throws -> [UInt8] {
+        if let delay = state.withLock({ $0.downloadDelay }) {
+            let (seconds, attoseconds) = delay.components
+            Thread.sleep(forTimeInterval: Double(seconds) + Double(attoseconds) / 1e18)
+        }
+        return try state.withLock { state in
             state.downloads.append((entry.path, offset))
+            state.fetchedBy[entry.path] = connection
             if let error = state.failingDownloads[entry.path] { throw error }
             guard let bytes = state.contents[entry.path], let current = state.entries[entry.path] else {
                 throw SourceError(.notFound, "\(entry.path) disappeared from the source", path: entry.path)
@@ -144,11 +161,15 @@ public final class MemorySource: Source {
 
 final class MemoryConnection: SourceConnection {
     private let source: MemorySource
+    private let number: Int
 
-    init(source: MemorySource) { self.source = source }
+    init(source: MemorySource, number: Int) {
+        self.source = source
+        self.number = number
+    }
 
     func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws {
-        let bytes = try source.content(for: entry, from: offset)
+        let bytes = try source.content(for: entry, from: offset, connection: number)
         try bytes.withUnsafeBytes { try sink.write($0) }
     }
 

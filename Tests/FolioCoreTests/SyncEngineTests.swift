@@ -253,23 +253,38 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertTrue(source.downloads.isEmpty)
     }
 
-    /// A batch that delivers nothing (a server without tar) leaves its files to every worker the target allows,
-    /// not to the one worker that asked: one worker fetching a whole tree one file at a time took an SFTP-only
-    /// server's 500-file initial mirror 34 s over a 20 ms link.
-    func testFilesABatchLeftAreSharedAmongMoreWorkers() async throws {
+    /// A batch that delivers nothing (a server without tar) leaves its files to more workers, not to the one
+    /// worker that asked: one worker fetching a whole tree one file at a time took an SFTP-only server's 500-file
+    /// initial mirror 34 s over a 20 ms link. Far, a worker for every four files left, up to `transfers`.
+    func testFilesABatchLeftAreSharedAmongMoreWorkersOverAFarLink() async throws {
         source = MemorySource(features: SourceFeatures(mtimePrecision: .nanosecond, batchDownloads: true, costlyConnections: true))
+        source.roundTrip = .milliseconds(20)
+        try await assertLeftOverFiles(40, connections: 4)
+    }
+
+    /// Near, a log-in is worth dozens of files: 40 left over start one more worker.
+    func testFilesABatchLeftStartFewerWorkersOverANearLink() async throws {
+        source = MemorySource(features: SourceFeatures(mtimePrecision: .nanosecond, batchDownloads: true, costlyConnections: true))
+        try await assertLeftOverFiles(40, connections: 2)
+    }
+
+    private func assertLeftOverFiles(_ count: Int, connections: Int, file: StaticString = #filePath, line: UInt = #line) async throws {
         source.refuseBatches()
+        // Why a delay: so the first worker cannot fetch them all before the others start; the test times nothing.
+        source.delayDownloads(by: .milliseconds(20))
         target.transfers = 4
-        for index in 0..<40 { source.setFile("small/\(String(index).leftPadded(to: 2))", "file \(index)", mtime: FileTime(seconds: 1_600_000_000 + Int64(index))) }
+        for index in 0..<count { source.setFile("small/\(String(index).leftPadded(to: 2))", "file \(index)", mtime: FileTime(seconds: 1_600_000_000 + Int64(index))) }
         let report = await run()
-        XCTAssertEqual(report.result, .synced)
-        XCTAssertEqual(report.downloaded, 40)
-        XCTAssertEqual(source.batches.map(\.count), [40], "a costly connection and few bytes: one worker, one batch")
-        XCTAssertEqual(source.connections, 4, "the 40 files left over start the other three workers")
-        XCTAssertEqual(source.downloads.count, 40)
-        for index in 0..<40 {
+        XCTAssertEqual(report.result, .synced, file: file, line: line)
+        XCTAssertEqual(report.downloaded, count, file: file, line: line)
+        XCTAssertEqual(source.batches.map(\.count), [count], "a costly connection and few bytes: one worker, one batch", file: file, line: line)
+        XCTAssertEqual(source.connections, connections, file: file, line: line)
+        XCTAssertEqual(source.connectionsThatFetched, connections, "every worker took some of the files", file: file, line: line)
+        XCTAssertEqual(source.downloads.count, count, "each file fetched once", file: file, line: line)
+        for index in 0..<count {
             let name = "small/\(String(index).leftPadded(to: 2))"
-            XCTAssertEqual(content(name), "file \(index)")
+            XCTAssertEqual(content(name), "file \(index)", file: file, line: line)
+            XCTAssertEqual(FixtureTree.mtime(destination.path(name)), (1_600_000_000 + Int64(index)) * 1_000_000_000, file: file, line: line)
         }
     }
 
