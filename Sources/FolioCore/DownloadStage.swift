@@ -94,12 +94,12 @@ struct DownloadStage: Sendable {
 
     /// How many workers (each with its own connection) the downloads are worth to start with: at most `workers`,
     /// one per file, and where connections are costly, or a batch is parallel by itself and the link far, one per
-    /// large file or full batch of small ones. Why: an SSH login is a dozen round trips, longer than a batch of small files
-    /// takes to stream over a session already open (the listing's, which the first worker reuses); and over a
-    /// far link, workers splitting the host's requests in flight between their batches leave slots idle at the
-    /// end of each batch. Over a near link the files' own work (a partial file created, written and sealed each)
-    /// is what takes the time, and one worker does it on one core: 1,000 small files over loopback WebDAV took
-    /// 102-108 ms with one worker, 83-90 with four.
+    /// large file or full batch of small ones. Why: an SSH login is a dozen round trips, longer than a batch of
+    /// small files takes to stream over a session already open (the listing's, which the first worker reuses);
+    /// and over a far link, workers splitting the host's requests in flight between their batches leave slots
+    /// idle at the end of each batch. Over a near link the files' own work (a partial file created, written and
+    /// sealed each) is what takes the time, and one worker does it on one core: 1,000 small files over loopback
+    /// WebDAV took 102-108 ms with one worker, 83-90 with four. Files a batch leaves start more (see `run`).
     static func workerCount(for downloads: [SyncPlan.Download], workers: Int, features: SourceFeatures, nearLink: Bool) -> Int {
         let most = max(1, min(workers, downloads.count))
         guard features.batchDownloads, features.costlyConnections || (features.parallelBatches && !nearLink) else { return most }
