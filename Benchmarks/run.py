@@ -591,7 +591,7 @@ class Context:
 
     def ssh_port(self, source):
         s = self.servers
-        if source.startswith("sftp-only"):
+        if is_sftp_only(source):
             return s.sftp_only_rtt_port if source.endswith("+rtt") else s.sftp_only_port
         return s.ssh_rtt_port if source.endswith("+rtt") else s.ssh_port
 
@@ -610,14 +610,14 @@ class Context:
         with open(self.rclone_conf, "w") as out:
             for source in SOURCES:
                 kind = source_kind(source)
-                name = source.replace("+", "_").replace("-", "_")
+                name = rclone_remote(source)
                 if kind == "sftp" and self.ssh_port(source):
                     out.write(f"[{name}]\ntype = sftp\nhost = 127.0.0.1\nport = {self.ssh_port(source)}\n"
                               f"user = root\nkey_file = {s.user_key}\nknown_hosts_file = {s.known_hosts}\n"
                               # What rclone detects and saves into its config on first use: written up front so
                               # every run, not only the first, sees rclone's steady state (no shell at all on an
                               # SFTP-only account).
-                              + ("shell_type = none\n\n" if source.startswith("sftp-only") else
+                              + ("shell_type = none\n\n" if is_sftp_only(source) else
                                  "shell_type = unix\nmd5sum_command = md5sum\nsha1sum_command = sha1sum\n\n"))
                 elif kind == "webdav" and s.http_port:
                     out.write(f"[{name}]\ntype = webdav\nurl = http://127.0.0.1:{self.http_port(source)}/\n"
@@ -626,17 +626,26 @@ class Context:
 
 def source_kind(source):
     """The protocol behind a source name: local, sftp (sftp-only included) or webdav."""
-    base = source.split("+")[0]
-    return "sftp" if base == "sftp-only" else base
+    return "sftp" if is_sftp_only(source) else source.split("+")[0]
+
+
+def is_sftp_only(source):
+    """Whether the source is the sshd whose every command is the SFTP server (no shell: no rsync, no tar)."""
+    return source.split("+")[0] == "sftp-only"
+
+
+def rclone_remote(source):
+    """The name of the source's remote in the harness's rclone.conf."""
+    return source.replace("+", "_").replace("-", "_")
 
 
 def tool_command(tool, source, tree, dest, ctx, scenario):
     """(argv, extra env) to mirror `tree` from `source` into `dest` with `tool`; None if it does not apply."""
     kind = source_kind(source)
-    shell = not source.startswith("sftp-only")  # rsync and tar need a shell on the server
+    shell = not is_sftp_only(source)  # rsync and tar need a shell on the server
     path = tree.current  # absolute path on this machine, also the path the sshd serves
     url = f"http://127.0.0.1:{ctx.http_port(source)}/{tree.slug}/" if kind == "webdav" else None
-    remote = source.replace("+", "_").replace("-", "_")
+    remote = rclone_remote(source)
     if tool in ("folio", "folio-t8"):
         argv = [ctx.folio, "mirror", "--json"] + (["--transfers", "8"] if tool == "folio-t8" else [])
         if kind == "local":
@@ -935,7 +944,7 @@ def target_checks(rows):
         kind = row["tree"].split("×")[0]
         for description, applies, limit in TARGETS:
             # The SFTP-only rows are shown beside the issue's sources, not judged by its targets.
-            if applies(kind, row["source"], row["scenario"]) and not row["source"].startswith("sftp-only"):
+            if applies(kind, row["source"], row["scenario"]) and not is_sftp_only(row["source"]):
                 ratio = row.get("ratio")
                 met = "n/a (no verified comparator)" if row["ok"] and ratio is None else \
                     "no (folio failed)" if not row["ok"] else ("yes" if ratio <= limit else "no")

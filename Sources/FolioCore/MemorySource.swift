@@ -15,7 +15,7 @@ public final class MemorySource: Source {
         var downloads: [(RelativePath, Int64)] = []
         var batches: [[RelativePath]] = []
         var refusesBatches = false
-        var downloadDelay: Duration?
+        var downloadDelay: TimeInterval = 0
         /// The connection (numbered from 1 in the order opened) each single download came through.
         var fetchedBy: [RelativePath: Int] = [:]
         var roundTrip: Duration?
@@ -77,8 +77,8 @@ public final class MemorySource: Source {
     /// Makes every batch deliver nothing, as a server without `tar` (an SFTP-only account) does.
     public func refuseBatches() { state.withLock { $0.refusesBatches = true } }
 
-    /// Makes each single download take `delay`, as a far server's three round trips a file do.
-    public func delayDownloads(by delay: Duration) { state.withLock { $0.downloadDelay = delay } }
+    /// Makes each single download take `seconds`, as a far server's three round trips a file do.
+    public func delayDownloads(by seconds: TimeInterval) { state.withLock { $0.downloadDelay = seconds } }
 
     /// How many connections single downloads came through.
     public var connectionsThatFetched: Int { state.withLock { Set($0.fetchedBy.values).count } }
@@ -140,10 +140,8 @@ public final class MemorySource: Source {
     }
 
     fileprivate func content(for entry: Entry, from offset: Int64, connection: Int) throws -> [UInt8] {
-        if let delay = state.withLock({ $0.downloadDelay }) {
-            let (seconds, attoseconds) = delay.components
-            Thread.sleep(forTimeInterval: Double(seconds) + Double(attoseconds) / 1e18)
-        }
+        let delay = state.withLock { $0.downloadDelay }
+        if delay > 0 { Thread.sleep(forTimeInterval: delay) }
         return try state.withLock { state in
             state.downloads.append((entry.path, offset))
             state.fetchedBy[entry.path] = connection

@@ -271,7 +271,7 @@ final class SyncEngineTests: XCTestCase {
     private func assertLeftOverFiles(_ count: Int, connections: Int, file: StaticString = #filePath, line: UInt = #line) async throws {
         source.refuseBatches()
         // Why a delay: so the first worker cannot fetch them all before the others start; the test times nothing.
-        source.delayDownloads(by: .milliseconds(20))
+        source.delayDownloads(by: 0.02)
         target.transfers = 4
         for index in 0..<count { source.setFile("small/\(String(index).leftPadded(to: 2))", "file \(index)", mtime: FileTime(seconds: 1_600_000_000 + Int64(index))) }
         let report = await run()
