@@ -15,6 +15,11 @@ public final class Destination: Sendable {
     /// The sixteen shard folders of `partial/`, by the first hex digit of a partial file's name.
     let shardFDs: [Int32]
     let trashFD: Int32
+    /// Whether large downloads are written with direct I/O here (see `DownloadSink`): on the local-disk file
+    /// systems that support it well (ext4, XFS, btrfs, F2FS). Elsewhere it can cost more than it saves (over NFS
+    /// each direct write waits for the server's commit; FUSE and ZFS may not honour it), so the page cache stays.
+    let takesDirectIO: Bool
+    private static let directIOFileSystems: Set<UInt> = [0xEF53, 0x5846_5342, 0x9123_683E, 0xF2F5_2010]
 
     /// Opens (and with `create`, makes) the destination and its `.folio` folders.
     public init(path: String, create: Bool) throws(SourceError) {
@@ -54,6 +59,7 @@ public final class Destination: Sendable {
             }
         }
         rootFD = root
+        takesDirectIO = Self.directIOFileSystems.contains(folio_file_system_type(root))
         partialFD = partial
         shardFDs = shards
         trashFD = trash
@@ -207,10 +213,21 @@ public final class Destination: Sendable {
         return (fd, offset)
     }
 
-    /// Seals a downloaded partial file: checks its size against the listing and gives it the source's mtime.
-    /// Returns its inode and mtime for the record. Closes `fd`. The file is not durable or visible yet: see
-    /// `moveIntoPlace`.
-    func seal(partialFD fd: Int32, partialName: String, as entry: Entry) throws(SourceError) -> (inode: UInt64, mtime: FileTime) {
+    /// Seals a downloaded partial file: writes what `sink` still holds, checks the file's size against the
+    /// listing and gives it the source's mtime. Returns its inode and mtime for the record. Closes the sink's
+    /// file. The file is not durable or visible yet: see `moveIntoPlace`.
+    func seal(_ sink: DownloadSink, partialName: String, as entry: Entry) throws(SourceError) -> (inode: UInt64, mtime: FileTime) {
+        do {
+            try sink.finish()
+        } catch {
+            close(sink.fileDescriptor)
+            throw error
+        }
+        return try seal(partialFD: sink.fileDescriptor, partialName: partialName, as: entry)
+    }
+
+    /// The size check and the time, once every byte is in the file.
+    private func seal(partialFD fd: Int32, partialName: String, as entry: Entry) throws(SourceError) -> (inode: UInt64, mtime: FileTime) {
         defer { close(fd) }
         if entry.mtime.isKnown {
             var times = [Self.timespec(entry.mtime), Self.timespec(entry.mtime)]

@@ -59,7 +59,9 @@ public final class DownloadBatch {
         case .ended:
             throw SourceError(.protocolViolation, "\(entries[index].path) arrived twice in one batch", path: entries[index].path)
         case .waiting:
-            let sink = DownloadSink(fileDescriptor: try openPartial(index), offset: 0, path: entries[index].path, progress: progress)
+            // A batch's files are small (at most `maxFileSize`): through the page cache, flushed together.
+            let sink = DownloadSink(fileDescriptor: try openPartial(index), offset: 0, expectedSize: entries[index].size, directIO: false,
+                                    path: entries[index].path, progress: progress)
             states[index] = .open(sink)
             progress.started(entries[index].path)
             return sink

@@ -20,41 +20,136 @@ public final class DownloadSink {
     /// wait for, instead of a large file's whole size.
     static let writebackStep: Int64 = 1 << 20
 
-    init(fileDescriptor: Int32, offset: Int64, path: RelativePath, progress: TransferProgress) {
+    /// Bytes received but not yet written, while the file is written with direct I/O (nil: written through the
+    /// page cache). Aligned to `directAlignment`; its first byte goes at the file offset `offset - staged`.
+    private var staging: UnsafeMutableRawBufferPointer?
+    private var staged = 0
+    /// Why direct I/O for large files: every file is flushed to disk before the run ends (see `Installer`), so the
+    /// page cache only adds work on the way: a copy of every byte into it, fresh pages to allocate and zero, and
+    /// writeback later. Direct I/O writes each staged MiB from this buffer to the disk, and leaves the page cache
+    /// to what the machine was caching (a mirrored media library would otherwise push it out). Small files stay
+    /// buffered: their writes are small and one flush writes a whole batch of them.
+    static let directThreshold: Int64 = 2 << 20
+    static let directChunk = 1 << 20
+    /// Direct I/O needs the buffer, the file offset and the length aligned to the disk's logical block: 4 KiB
+    /// covers 512-byte and 4 KiB sectors.
+    static let directAlignment = 4096
+
+    /// The size the source listed, which decides on direct I/O at the first `write`.
+    private let expectedSize: Int64
+    /// Whether the file's file system takes direct I/O (`Destination.takesDirectIO`).
+    private let directIO: Bool
+    private var triedDirect = false
+
+    /// - Parameters:
+    ///   - expectedSize: the size the source listed.
+    ///   - directIO: whether a file large enough is written with direct I/O.
+    init(fileDescriptor: Int32, offset: Int64, expectedSize: Int64, directIO: Bool, path: RelativePath, progress: TransferProgress) {
         self.fileDescriptor = fileDescriptor
         self.offset = offset
+        self.expectedSize = expectedSize
+        self.directIO = directIO
         self.path = path
         self.progress = progress
         self.writebackFrom = offset
     }
 
+    deinit { staging?.deallocate() }
+
     /// Appends bytes to the partial file.
     public func write(_ buffer: UnsafeRawBufferPointer) throws {
         try checkCancellation()
+        if !triedDirect { startDirectIO() }
+        guard let staging else {
+            let (_, code) = writeAll(buffer)
+            if code != 0 { throw writeError(code) }
+            didWrite(byteCount: buffer.count)
+            return
+        }
+        var done = 0
+        while done < buffer.count {
+            let count = min(buffer.count - done, staging.count - staged)
+            (staging.baseAddress! + staged).copyMemory(from: buffer.baseAddress! + done, byteCount: count)
+            staged += count
+            done += count
+            if staged == staging.count { try writeStaged() }
+        }
+        account(byteCount: buffer.count)
+    }
+
+    /// Turns direct I/O on for a large file. Why at the first `write`, not on opening: sources that copy
+    /// kernel-side (`copy_file_range`) never call it and keep the page cache. A resumed file continues at any
+    /// offset; direct I/O starts only at an aligned one.
+    private func startDirectIO() {
+        triedDirect = true
+        guard directIO, expectedSize - offset >= Self.directThreshold, offset % Int64(Self.directAlignment) == 0,
+              folio_set_direct_io(fileDescriptor, 1) == 0 else { return }
+        staging = .allocate(byteCount: Self.directChunk, alignment: Self.directAlignment)
+    }
+
+    /// Writes the bytes still staged, through the page cache (the file's tail need not be aligned); a sink must
+    /// be finished before its file is sealed. Later writes go through the page cache too.
+    public func finish() throws(SourceError) {
+        guard staging != nil else { return }
+        _ = folio_set_direct_io(fileDescriptor, 0)
+        try writeStaged()
+        staging?.deallocate()
+        staging = nil
+    }
+
+    /// Writes the staged bytes; a file system that turns down a direct write (EINVAL) gets them, and every later
+    /// write, through the page cache.
+    private func writeStaged() throws(SourceError) {
+        guard let staging, staged > 0 else { return }
+        var (written, code) = writeAll(UnsafeRawBufferPointer(rebasing: staging[0..<staged]))
+        if code == EINVAL, folio_is_direct_io(fileDescriptor) == 1, folio_set_direct_io(fileDescriptor, 0) == 0 {
+            let rest = writeAll(UnsafeRawBufferPointer(rebasing: staging[written..<staged]))
+            written += rest.written
+            code = rest.error
+        }
+        // Why only the bytes not written stay: a failed download is finished too (to keep what arrived for the
+        // next run), and bytes written twice would corrupt the partial file it resumes from.
+        if written > 0, written < staged { staging.baseAddress!.copyMemory(from: staging.baseAddress! + written, byteCount: staged - written) }
+        staged -= written
+        if code != 0 { throw writeError(code) }
+    }
+
+    /// Writes `buffer` at the file's position: how many bytes went, and the errno that stopped it (0 when none).
+    private func writeAll(_ buffer: UnsafeRawBufferPointer) -> (written: Int, error: Int32) {
         var done = 0
         while done < buffer.count {
             let result = Glibc.write(fileDescriptor, buffer.baseAddress! + done, buffer.count - done)
             if result < 0 {
                 if errno == EINTR { continue }
-                throw SourceError(.localIO, "cannot write the partial file for \(path): \(String(cString: strerror(errno)))",
-                                  path: path, underlying: "errno \(errno)")
+                return (done, errno)
             }
             done += result
         }
-        didWrite(byteCount: done)
+        return (done, 0)
+    }
+
+    private func writeError(_ code: Int32) -> SourceError {
+        SourceError(.localIO, "cannot write the partial file for \(path): \(String(cString: strerror(code)))", path: path, underlying: "errno \(code)")
     }
 
     /// Accounts for bytes a source wrote to `fileDescriptor` itself (with `copy_file_range`, say).
     public func didWrite(byteCount: Int) {
-        offset += Int64(byteCount)
-        bytesTransferred += Int64(byteCount)
-        progress.add(bytes: Int64(byteCount))
+        account(byteCount: byteCount)
         if offset - writebackFrom >= Self.writebackStep {
             // Advice only: a failure here changes nothing, the flush before the rename still waits for the data.
             _ = folio_start_writeback(fileDescriptor, off_t(writebackFrom), off_t(offset - writebackFrom))
             writebackFrom = offset
         }
     }
+
+    private func account(byteCount: Int) {
+        offset += Int64(byteCount)
+        bytesTransferred += Int64(byteCount)
+        progress.add(bytes: Int64(byteCount))
+    }
+
+    /// Whether the file's writes go past the page cache now (direct I/O).
+    var writesDirectly: Bool { folio_is_direct_io(fileDescriptor) == 1 }
 
     /// Throws `.cancelled` once the run is being stopped; sources call it between chunks.
     public func checkCancellation() throws {
@@ -69,7 +164,8 @@ public final class DownloadSink {
 
 extension DownloadSink {
     /// A sink with its own counters, for source tests that call a connection directly.
-    public static func forTesting(fileDescriptor: Int32, offset: Int64, path: RelativePath, progress: TransferProgress = TransferProgress()) -> DownloadSink {
-        DownloadSink(fileDescriptor: fileDescriptor, offset: offset, path: path, progress: progress)
+    public static func forTesting(fileDescriptor: Int32, offset: Int64, expectedSize: Int64 = 0, directIO: Bool = false, path: RelativePath,
+                                  progress: TransferProgress = TransferProgress()) -> DownloadSink {
+        DownloadSink(fileDescriptor: fileDescriptor, offset: offset, expectedSize: expectedSize, directIO: directIO, path: path, progress: progress)
     }
 }

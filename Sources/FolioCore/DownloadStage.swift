@@ -263,7 +263,7 @@ struct DownloadStage: Sendable {
             },
             seal: { index, sink in
                 Result { () throws(SourceError) in
-                    let sealed = try destination.seal(partialFD: sink.fileDescriptor, partialName: names[index], as: entries[index])
+                    let sealed = try destination.seal(sink, partialName: names[index], as: entries[index])
                     return Installer.Sealed(download: downloads[indices[index]], partialName: names[index], inode: sealed.inode, mtime: sealed.mtime,
                                             bytes: sink.bytesTransferred)
                 }
@@ -291,17 +291,20 @@ struct DownloadStage: Sendable {
         let (fd, offset) = try destination.openPartial(named: name, expectedSize: entry.size, resumable: source.features.resumable)
         progress.started(entry.path)
         defer { progress.ended(entry.path) }
-        let sink = DownloadSink(fileDescriptor: fd, offset: offset, path: entry.path, progress: progress)
+        let sink = DownloadSink(fileDescriptor: fd, offset: offset, expectedSize: entry.size, directIO: destination.takesDirectIO, path: entry.path,
+                                progress: progress)
         do {
             // A partial file that is already complete (a crash between flush and rename) needs no transfer.
             if offset < entry.size || entry.size == 0 {
                 try connection.download(entry, into: sink, from: offset)
             }
         } catch {
+            // What arrived stays in the partial file for the next run to resume from.
+            try? sink.finish()
             close(fd)
             throw error
         }
-        let sealed = try destination.seal(partialFD: fd, partialName: name, as: entry)
+        let sealed = try destination.seal(sink, partialName: name, as: entry)
         return Installer.Sealed(download: download, partialName: name, inode: sealed.inode, mtime: sealed.mtime, bytes: sink.bytesTransferred)
     }
 }

@@ -73,6 +73,21 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertEqual(source.downloads.count, downloadsBefore)
     }
 
+    /// A large file is written past the page cache: what the last, partly filled MiB held reaches the file
+    /// before it is sealed, checked and renamed into place.
+    func testALargeFileArrivesWhole() async throws {
+        let film = (0..<400_000).map(String.init).joined(separator: ",")
+        XCTAssertGreaterThan(film.utf8.count, 2 << 20)
+        XCTAssertNotEqual(film.utf8.count % (1 << 20), 0)
+        source.setFile("films/film.mkv", film, mtime: FileTime(seconds: 1_650_000_000, nanoseconds: 250))
+        let report = await run()
+        XCTAssertEqual(report.result, .synced, report.error ?? "")
+        XCTAssertEqual(report.bytes, Int64(film.utf8.count))
+        let arrived = content("films/film.mkv")
+        XCTAssertTrue(arrived == film, "arrived \(arrived?.utf8.count ?? 0) bytes, not the listed \(film.utf8.count) exactly")
+        XCTAssertEqual(FixtureTree.mtime(destination.path("films/film.mkv")), 1_650_000_000_000_000_250)
+    }
+
     func testChangedAndRemovedFilesGoToTheTrash() async throws {
         source.setFile("a.txt", "version 1")
         source.setFile("b.txt", "bravo")

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sys/vfs.h>
 
 extern ssize_t copy_file_range(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t len, unsigned int flags);
 extern int syncfs(int fd);
@@ -25,6 +26,27 @@ static inline int folio_syncfs(int fd) { return syncfs(fd); }
 /// for it (SYNC_FILE_RANGE_WRITE); the later syncfs then waits only for what is still in flight.
 static inline int folio_start_writeback(int fd, off_t offset, off_t nbytes) {
     return sync_file_range(fd, offset, nbytes, 2u);
+}
+
+/// Turns direct I/O (O_DIRECT: writes go from the caller's buffer to the disk, past the page cache) on or off for
+/// an open file. Fails with EINVAL where the file system does not support it. O_DIRECT is a _GNU_SOURCE name
+/// for glibc's __O_DIRECT, which every architecture's <fcntl.h> defines.
+static inline int folio_set_direct_io(int fd, int on) {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0) return -1;
+    return fcntl(fd, F_SETFL, on ? (flags | __O_DIRECT) : (flags & ~__O_DIRECT));
+}
+
+/// The type of the file system an open file is on (statfs's f_type: 0xEF53 for ext2/3/4, ...), 0 on error.
+static inline unsigned long folio_file_system_type(int fd) {
+    struct statfs info;
+    return fstatfs(fd, &info) == 0 ? (unsigned long)info.f_type : 0;
+}
+
+/// Whether direct I/O is on for an open file (1), off (0), or -1 on error.
+static inline int folio_is_direct_io(int fd) {
+    int flags = fcntl(fd, F_GETFL);
+    return flags < 0 ? -1 : (flags & __O_DIRECT) != 0;
 }
 
 /// Opens a folder without following a symlink in the last component.

@@ -1,0 +1,124 @@
+import CFolioSys
+@testable import FolioCore
+import FolioTestSupport
+import Foundation
+import XCTest
+
+/// How a download's bytes reach its partial file: large files past the page cache, exact to the byte.
+final class DownloadSinkTests: XCTestCase {
+    private var folder: TemporaryDirectory!
+    private let path = try! RelativePath(validating: "film.mkv")
+
+    override func setUp() { folder = TemporaryDirectory("sink") }
+
+    /// Bytes that do not repeat with any power-of-two period, so a block written at the wrong offset shows.
+    private func bytes(_ count: Int, seed: UInt32 = 7) -> [UInt8] {
+        var state = seed
+        return (0..<count).map { _ in
+            state = state &* 1_103_515_245 &+ 12_345
+            return UInt8(truncatingIfNeeded: state >> 16)
+        }
+    }
+
+    /// Opens the partial file with `prefix` already in it, positioned after it, as a resumed download finds it.
+    private func openPartial(prefix: [UInt8] = []) throws -> Int32 {
+        let file = folder.path("partial")
+        try Data(prefix).write(to: URL(fileURLWithPath: file))
+        let fd = open(file, O_WRONLY | O_APPEND)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        return fd
+    }
+
+    private func contents() -> [UInt8] { FixtureTree.read(folder.path("partial")) ?? [] }
+
+    /// Fails with the sizes and the first byte that differs (not megabytes of bytes) unless the partial file
+    /// holds exactly `expected`.
+    private func assertContents(_ expected: [UInt8], _ message: String = "", line: UInt = #line) {
+        let actual = contents()
+        guard actual != expected else { return }
+        let differs = zip(actual, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+        XCTFail("the file holds \(actual.count) bytes, \(expected.count) expected, first difference at \(differs.map(String.init) ?? "the end"); \(message)",
+                line: line)
+    }
+
+    /// Writes `data` in chunks of `chunk` bytes, as a connection's callback hands them over.
+    private func feed(_ sink: DownloadSink, _ data: ArraySlice<UInt8>, chunk: Int) throws {
+        var at = data.startIndex
+        while at < data.endIndex {
+            let end = min(at + chunk, data.endIndex)
+            try data[at..<end].withUnsafeBytes { try sink.write($0) }
+            at = end
+        }
+    }
+
+    func testALargeFileGoesPastThePageCacheAndArrivesExact() throws {
+        let data = bytes(5 << 20 + 4_321)
+        let fd = try openPartial()
+        defer { close(fd) }
+        let sink = DownloadSink.forTesting(fileDescriptor: fd, offset: 0, expectedSize: Int64(data.count), directIO: true, path: path)
+        try feed(sink, data[..<100_003], chunk: 7_919)
+        XCTAssertTrue(sink.writesDirectly)
+        try feed(sink, data[100_003...], chunk: 65_536)
+        XCTAssertEqual(sink.offset, Int64(data.count))
+        XCTAssertEqual(sink.bytesTransferred, Int64(data.count))
+        try sink.finish()
+        XCTAssertFalse(sink.writesDirectly, "the tail is written through the page cache, and the file left so")
+        assertContents(data)
+    }
+
+    func testASmallFileStaysInThePageCache() throws {
+        let data = bytes(1 << 20)
+        let fd = try openPartial()
+        defer { close(fd) }
+        let sink = DownloadSink.forTesting(fileDescriptor: fd, offset: 0, expectedSize: Int64(data.count), directIO: true, path: path)
+        try feed(sink, data[...], chunk: 16_384)
+        XCTAssertFalse(sink.writesDirectly)
+        assertContents(data, "written as it arrives, before any finish")
+        try sink.finish()
+        assertContents(data)
+    }
+
+    /// A resumed download continues where the partial file ends: direct I/O only from an aligned offset.
+    func testAResumedFileContinuesExactFromAnyOffset() throws {
+        let data = bytes(6 << 20 + 99, seed: 11)
+        for (prefix, direct) in [(1_000_001, false), (1 << 20, true)] {
+            let fd = try openPartial(prefix: Array(data[..<prefix]))
+            defer { close(fd) }
+            let sink = DownloadSink.forTesting(fileDescriptor: fd, offset: Int64(prefix), expectedSize: Int64(data.count), directIO: true, path: path)
+            try feed(sink, data[prefix...], chunk: 12_345)
+            XCTAssertEqual(sink.writesDirectly, direct, "resumed at \(prefix)")
+            XCTAssertEqual(sink.bytesTransferred, Int64(data.count - prefix))
+            try sink.finish()
+            assertContents(data, "resumed at \(prefix)")
+        }
+    }
+
+    /// Direct I/O only where it is known to pay: a destination in memory (tmpfs) keeps the page cache.
+    func testATmpfsDestinationKeepsThePageCache() throws {
+        guard fileSystemType("/dev/shm") == 0x0102_1994, access("/dev/shm", W_OK) == 0 else { throw XCTSkip("no writable tmpfs at /dev/shm") }
+        let path = "/dev/shm/folio-sink-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        XCTAssertFalse(try Destination(path: path, create: true).takesDirectIO)
+        let localDisk: Set<UInt> = [0xEF53, 0x5846_5342, 0x9123_683E, 0xF2F5_2010]
+        XCTAssertEqual(try Destination(path: folder.path("dest"), create: true).takesDirectIO, localDisk.contains(fileSystemType(folder.path)),
+                       "the temporary folder's file system decides")
+    }
+
+    private func fileSystemType(_ path: String) -> UInt {
+        let fd = open(path, O_RDONLY | O_DIRECTORY)
+        defer { if fd >= 0 { close(fd) } }
+        return fd >= 0 ? folio_file_system_type(fd) : 0
+    }
+
+    /// A download that stops half-way keeps every byte that arrived, for the next run to resume from.
+    func testFinishingAnInterruptedDownloadKeepsWhatArrived() throws {
+        let data = bytes(6 << 20, seed: 3)
+        let fd = try openPartial()
+        defer { close(fd) }
+        let sink = DownloadSink.forTesting(fileDescriptor: fd, offset: 0, expectedSize: Int64(data.count), directIO: true, path: path)
+        try feed(sink, data[..<(2 << 20 + 5_000)], chunk: 50_000)
+        XCTAssertEqual(contents().count, 2 << 20, "whole MiBs go to the disk as they fill")
+        try sink.finish()
+        assertContents(Array(data[..<(2 << 20 + 5_000)]))
+    }
+}
