@@ -5,11 +5,13 @@ import Glibc
 ///
 /// Owned by one download worker; a source's connection writes through it from that worker's thread only.
 public final class DownloadSink {
-    /// The open partial file, positioned at `offset`, for sources that copy kernel-side (`copy_file_range`).
+    /// The open partial file, positioned at `offset`, for sources that copy kernel-side (`copy_file_range`) and
+    /// report it with `didWrite`. A source that calls `write` never goes back to writing here itself: what
+    /// `write` stages is not in the file yet.
     public let fileDescriptor: Int32
-    /// Bytes in the file so far, including the resumed prefix.
+    /// Bytes received so far, including the resumed prefix (the last of them may still be staged: see `finish`).
     public private(set) var offset: Int64
-    /// The bytes written by this download (not the resumed prefix).
+    /// The bytes received by this download (not the resumed prefix).
     public private(set) var bytesTransferred: Int64 = 0
     private let progress: TransferProgress
     private let path: RelativePath
@@ -72,18 +74,21 @@ public final class DownloadSink {
             (staging.baseAddress! + staged).copyMemory(from: buffer.baseAddress! + done, byteCount: count)
             staged += count
             done += count
+            // Counted as staged, so that `offset` holds every byte a `finish` will write, even after a throw.
+            account(byteCount: count)
             if staged == staging.count { try writeStaged() }
         }
-        account(byteCount: buffer.count)
     }
 
-    /// Turns direct I/O on for a large file. Why at the first `write`, not on opening: sources that copy
-    /// kernel-side (`copy_file_range`) never call it and keep the page cache. A resumed file continues at any
-    /// offset; direct I/O starts only at an aligned one.
+    /// Turns direct I/O on for a large file. Why at the first `write`, not on opening: copies made kernel-side
+    /// (`copy_file_range`) keep the page cache. A resumed file continues at any offset; direct I/O starts only at
+    /// an aligned one, and only once the prefix is on the disk. Why flush it first: a direct write past the end
+    /// sets the file's size on the disk, and if the prefix's last pages were still unwritten (delayed
+    /// allocation), a power cut would leave zeros below that size, which the next run would resume after.
     private func startDirectIO() {
         triedDirect = true
         guard directIO, expectedSize - offset >= Self.directThreshold, offset % Int64(Self.directAlignment) == 0,
-              folio_set_direct_io(fileDescriptor, 1) == 0 else { return }
+              offset == 0 || fdatasync(fileDescriptor) == 0, folio_set_direct_io(fileDescriptor, 1) == 0 else { return }
         staging = .allocate(byteCount: Self.directChunk, alignment: Self.directAlignment)
     }
 
@@ -134,6 +139,7 @@ public final class DownloadSink {
 
     /// Accounts for bytes a source wrote to `fileDescriptor` itself (with `copy_file_range`, say).
     public func didWrite(byteCount: Int) {
+        precondition(staged == 0, "bytes written to the partial file of \(path) in front of bytes still staged")
         account(byteCount: byteCount)
         if offset - writebackFrom >= Self.writebackStep {
             // Advice only: a failure here changes nothing, the flush before the rename still waits for the data.

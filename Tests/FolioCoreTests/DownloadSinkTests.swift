@@ -24,8 +24,10 @@ final class DownloadSinkTests: XCTestCase {
     private func openPartial(prefix: [UInt8] = []) throws -> Int32 {
         let file = folder.path("partial")
         try Data(prefix).write(to: URL(fileURLWithPath: file))
-        let fd = open(file, O_WRONLY | O_APPEND)
+        // As `Destination.openPartial` does: no O_APPEND, positioned at the end of what is there.
+        let fd = open(file, O_WRONLY)
         XCTAssertGreaterThanOrEqual(fd, 0)
+        lseek(fd, off_t(prefix.count), SEEK_SET)
         return fd
     }
 
@@ -85,8 +87,9 @@ final class DownloadSinkTests: XCTestCase {
             let fd = try openPartial(prefix: Array(data[..<prefix]))
             defer { close(fd) }
             let sink = DownloadSink.forTesting(fileDescriptor: fd, offset: Int64(prefix), expectedSize: Int64(data.count), directIO: true, path: path)
-            try feed(sink, data[prefix...], chunk: 12_345)
+            try feed(sink, data[prefix..<(prefix + 12_345)], chunk: 12_345)
             XCTAssertEqual(sink.writesDirectly, direct, "resumed at \(prefix)")
+            try feed(sink, data[(prefix + 12_345)...], chunk: 12_345)
             XCTAssertEqual(sink.bytesTransferred, Int64(data.count - prefix))
             try sink.finish()
             assertContents(data, "resumed at \(prefix)")
