@@ -42,11 +42,15 @@ public final class DownloadSink {
     /// Whether the file's file system takes direct I/O (`Destination.takesDirectIO`).
     private let directIO: Bool
     private var triedDirect = false
+    private let writeCall: (Int32, UnsafeRawPointer, Int) -> Int
 
     /// - Parameters:
     ///   - expectedSize: the size the source listed.
     ///   - directIO: whether a file large enough is written with direct I/O.
-    init(fileDescriptor: Int32, offset: Int64, expectedSize: Int64, directIO: Bool, path: RelativePath, progress: TransferProgress) {
+    ///   - writeCall: `write(2)`; tests pass one that writes short or fails, to drive the error paths.
+    init(fileDescriptor: Int32, offset: Int64, expectedSize: Int64, directIO: Bool, path: RelativePath, progress: TransferProgress,
+         writeCall: @escaping (Int32, UnsafeRawPointer, Int) -> Int = { Glibc.write($0, $1, $2) }) {
+        self.writeCall = writeCall
         self.fileDescriptor = fileDescriptor
         self.offset = offset
         self.expectedSize = expectedSize
@@ -123,7 +127,7 @@ public final class DownloadSink {
     private func writeAll(_ buffer: UnsafeRawBufferPointer) -> (written: Int, error: Int32) {
         var done = 0
         while done < buffer.count {
-            let result = Glibc.write(fileDescriptor, buffer.baseAddress! + done, buffer.count - done)
+            let result = writeCall(fileDescriptor, buffer.baseAddress! + done, buffer.count - done)
             if result < 0 {
                 if errno == EINTR { continue }
                 return (done, errno)

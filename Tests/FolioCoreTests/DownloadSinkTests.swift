@@ -96,6 +96,58 @@ final class DownloadSinkTests: XCTestCase {
         }
     }
 
+    /// A file system that turns down the first direct write (EINVAL) gets the bytes through the page cache, and
+    /// writes that stop short write the rest, never a byte twice.
+    func testARefusedDirectWriteFallsBackAndShortWritesLoseNothing() throws {
+        let data = bytes(4 << 20 + 1_111, seed: 5)
+        let fd = try openPartial()
+        defer { close(fd) }
+        // The first direct write stops a quarter of the way, the second is refused; the page cache takes the rest,
+        // in short writes.
+        let directCalls = Locked(0)
+        let sink = DownloadSink(fileDescriptor: fd, offset: 0, expectedSize: Int64(data.count), directIO: true, path: path, progress: TransferProgress(),
+                                writeCall: { fd, bytes, count in
+                                    let direct = folio_is_direct_io(fd) == 1
+                                    switch direct ? directCalls.withLock({ $0 += 1; return $0 }) : 0 {
+                                    case 1: return Glibc.write(fd, bytes, min(count, 256 << 10))
+                                    case 2: errno = EINVAL; return -1
+                                    default: return Glibc.write(fd, bytes, min(count, 300_001))
+                                    }
+                                })
+        try feed(sink, data[...], chunk: 65_536)
+        XCTAssertEqual(directCalls.withLock { $0 }, 2, "one direct write refused, none tried after")
+        XCTAssertFalse(sink.writesDirectly)
+        try sink.finish()
+        assertContents(data)
+    }
+
+    /// A write that fails after writing part of the staged MiB (the disk filled up, say) keeps only the rest:
+    /// the download's `finish` then writes every byte that arrived exactly once, for the next run to resume.
+    func testAFailedStagedWriteKeepsEachByteOnce() throws {
+        let data = bytes(6 << 20, seed: 9)
+        let fd = try openPartial()
+        defer { close(fd) }
+        // The first write goes a quarter of the way, the second finds the disk full, later ones work again.
+        let calls = Locked(0)
+        let sink = DownloadSink(fileDescriptor: fd, offset: 0, expectedSize: Int64(data.count), directIO: true, path: path, progress: TransferProgress(),
+                                writeCall: { fd, bytes, count in
+                                    switch calls.withLock({ $0 += 1; return $0 }) {
+                                    case 1: return Glibc.write(fd, bytes, min(count, 256 << 10))
+                                    case 2: errno = ENOSPC; return -1
+                                    default: return Glibc.write(fd, bytes, count)
+                                    }
+                                })
+        // The write of the first full MiB fails a quarter of the way in; the rest of that chunk never arrives.
+        XCTAssertThrowsError(try feed(sink, data[..<(1 << 20 + 70_000)], chunk: 70_000)) { error in
+            XCTAssertEqual((error as? SourceError)?.code, .localIO)
+            XCTAssertTrue("\(error)".contains("No space left on device"), "\(error)")
+        }
+        XCTAssertEqual(sink.offset, 1 << 20, "every byte taken is counted")
+        XCTAssertEqual(contents().count, 256 << 10, "the part of the MiB that was written")
+        try sink.finish()
+        assertContents(Array(data[..<(1 << 20)]), "each byte once, in order")
+    }
+
     /// Direct I/O only where it is known to pay: a destination in memory (tmpfs) keeps the page cache.
     func testATmpfsDestinationKeepsThePageCache() throws {
         guard fileSystemType("/dev/shm") == 0x0102_1994, access("/dev/shm", W_OK) == 0 else { throw XCTSkip("no writable tmpfs at /dev/shm") }
