@@ -12,6 +12,7 @@ public final class MemorySource: Source {
         var unreadable: [RelativePath] = []
         var rootError: SourceError?
         var failingDownloads: [RelativePath: SourceError] = [:]
+        var cutDownloads: [RelativePath: (bytes: Int, error: SourceError)] = [:]
         var downloads: [(RelativePath, Int64)] = []
         var batches: [[RelativePath]] = []
         var refusesBatches = false
@@ -72,6 +73,12 @@ public final class MemorySource: Source {
 
     public func failDownload(_ path: String, with error: SourceError?) {
         state.withLock { $0.failingDownloads[try! RelativePath(validating: path)] = error }
+    }
+
+    /// Makes the next download of `path` deliver `bytes` bytes and then fail with `error`, as a dropped connection
+    /// does; once.
+    public func cutDownload(_ path: String, after bytes: Int, with error: SourceError) {
+        state.withLock { $0.cutDownloads[try! RelativePath(validating: path)] = (bytes, error) }
     }
 
     /// Makes every batch deliver nothing, as a server without `tar` (an SFTP-only account) does.
@@ -139,7 +146,8 @@ public final class MemorySource: Source {
         }
     }
 
-    fileprivate func content(for entry: Entry, from offset: Int64, connection: Int) throws -> [UInt8] {
+    /// The bytes of `entry` from `offset`, and where to cut them off with which error (see `cutDownload`).
+    fileprivate func content(for entry: Entry, from offset: Int64, connection: Int) throws -> (bytes: [UInt8], cut: (bytes: Int, error: SourceError)?) {
         let delay = state.withLock { $0.downloadDelay }
         if delay > 0 { Thread.sleep(forTimeInterval: delay) }
         return try state.withLock { state in
@@ -152,7 +160,7 @@ public final class MemorySource: Source {
             guard current == entry else {
                 throw SourceError(.changed, "\(entry.path) changed on the source since it was listed", path: entry.path)
             }
-            return Array(bytes[Int(offset)...])
+            return (Array(bytes[Int(offset)...]), state.cutDownloads.removeValue(forKey: entry.path))
         }
     }
 }
@@ -167,8 +175,13 @@ final class MemoryConnection: SourceConnection {
     }
 
     func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws {
-        let bytes = try source.content(for: entry, from: offset, connection: number)
-        try bytes.withUnsafeBytes { try sink.write($0) }
+        let (bytes, cut) = try source.content(for: entry, from: offset, connection: number)
+        guard let cut else {
+            try bytes.withUnsafeBytes { try sink.write($0) }
+            return
+        }
+        try bytes.prefix(cut.bytes).withUnsafeBytes { try sink.write($0) }
+        throw cut.error
     }
 
     func download(batch: DownloadBatch) throws {

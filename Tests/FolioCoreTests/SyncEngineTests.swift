@@ -88,6 +88,21 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertEqual(FixtureTree.mtime(destination.path("films/film.mkv")), 1_650_000_000_000_000_250)
     }
 
+    /// A large download cut off mid-way keeps every byte that arrived, the ones still staged for direct I/O
+    /// included, and the next attempt resumes after the last of them.
+    func testACutDownloadResumesAfterTheLastByteThatArrived() async throws {
+        let film = (0..<400_000).map(String.init).joined(separator: ";")
+        source.setFile("film.mkv", film, mtime: FileTime(seconds: 1_650_000_000))
+        let cut = 1 << 20 + 300_001
+        source.cutDownload("film.mkv", after: cut, with: SourceError(.unreachable, "connection lost", isRetryable: true))
+        var report = await run()
+        if report.result != .synced { report = await run() }
+        XCTAssertEqual(report.result, .synced, report.error ?? "")
+        XCTAssertEqual(source.downloads.map(\.1), [0, Int64(cut)], "resumed after the bytes that arrived, not after the last whole MiB")
+        let arrived = content("film.mkv")
+        XCTAssertTrue(arrived == film, "arrived \(arrived?.utf8.count ?? 0) bytes, not the listed \(film.utf8.count) exactly")
+    }
+
     func testChangedAndRemovedFilesGoToTheTrash() async throws {
         source.setFile("a.txt", "version 1")
         source.setFile("b.txt", "bravo")
