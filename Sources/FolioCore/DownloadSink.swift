@@ -37,11 +37,9 @@ public final class DownloadSink {
     /// covers 512-byte and 4 KiB sectors.
     static let directAlignment = 4096
 
-    /// The size the source listed, which decides on direct I/O at the first `write`.
-    private let expectedSize: Int64
-    /// Whether the file's file system takes direct I/O (`Destination.takesDirectIO`).
-    private let directIO: Bool
-    private var triedDirect = false
+    /// The size the source listed, where the file system takes direct I/O (`Destination.takesDirectIO`), until
+    /// the first `write` decides on it.
+    private var directIOCandidate: Int64?
     private let writeCall: (Int32, UnsafeRawPointer, Int) -> Int
 
     /// - Parameters:
@@ -53,8 +51,7 @@ public final class DownloadSink {
         self.writeCall = writeCall
         self.fileDescriptor = fileDescriptor
         self.offset = offset
-        self.expectedSize = expectedSize
-        self.directIO = directIO
+        directIOCandidate = directIO ? expectedSize : nil
         self.path = path
         self.progress = progress
         self.writebackFrom = offset
@@ -65,7 +62,10 @@ public final class DownloadSink {
     /// Appends bytes to the partial file.
     public func write(_ buffer: UnsafeRawBufferPointer) throws {
         try checkCancellation()
-        if !triedDirect { startDirectIO() }
+        if let expectedSize = directIOCandidate {
+            directIOCandidate = nil
+            startDirectIO(expectedSize: expectedSize)
+        }
         guard let staging else {
             let (_, code) = writeAll(buffer)
             if code != 0 { throw writeError(code) }
@@ -89,9 +89,8 @@ public final class DownloadSink {
     /// an aligned one, and only once the prefix is on the disk. Why flush it first: a direct write past the end
     /// sets the file's size on the disk, and if the prefix's last pages were still unwritten (delayed
     /// allocation), a power cut would leave zeros below that size, which the next run would resume after.
-    private func startDirectIO() {
-        triedDirect = true
-        guard directIO, expectedSize - offset >= Self.directThreshold, offset % Int64(Self.directAlignment) == 0,
+    private func startDirectIO(expectedSize: Int64) {
+        guard expectedSize - offset >= Self.directThreshold, offset % Int64(Self.directAlignment) == 0,
               offset == 0 || fdatasync(fileDescriptor) == 0, folio_set_direct_io(fileDescriptor, 1) == 0 else { return }
         staging = .allocate(byteCount: Self.directChunk, alignment: Self.directAlignment)
     }
