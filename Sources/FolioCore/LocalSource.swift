@@ -63,17 +63,28 @@ public struct LocalSource: Source {
 }
 
 /// Copies files out of a local source with `copy_file_range` (kernel-side, reflinks where the filesystem can),
-/// falling back to read/write across filesystems that refuse it.
+/// or with read/write: for small files where the copy cannot be a reflink, and across filesystems that refuse it.
 final class LocalConnection: SourceConnection {
     private let rootFD: Int32
     private let rootPath: String
     private let followLinks: Bool
+    /// Whether the source's filesystem can share a copy's blocks (btrfs, XFS): `copy_file_range` within it is
+    /// then a reflink, instant and free of space, whatever the file's size.
+    private let mayReflink: Bool
     private var buffer: UnsafeMutableRawBufferPointer?
+
+    /// Below this size, and where no reflink is possible, a file is copied with read/write. Why: elsewhere (ext4)
+    /// `copy_file_range` is a splice through a pipe, with more setup per file than the copy of a few KB costs.
+    /// 100,000 files of 0-2 KB, local to local on ext4: 4.33-4.72 s against 4.50-4.82 s (4 alternating pairs),
+    /// system CPU 5.4-5.7 s against 5.7-6.0 s.
+    static let kernelCopyFrom: Int64 = 1 << 20
+    private static let reflinkFileSystems: Set<UInt> = [0x5846_5342, 0x9123_683E]  // XFS, btrfs
 
     init(rootFD: Int32, rootPath: String, followLinks: Bool) {
         self.rootFD = rootFD
         self.rootPath = rootPath
         self.followLinks = followLinks
+        mayReflink = Self.reflinkFileSystems.contains(folio_file_system_type(rootFD))
     }
 
     func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws {
@@ -84,7 +95,7 @@ final class LocalConnection: SourceConnection {
         // the copy short, a growth or edit moves the size or mtime).
         var remaining = entry.size - offset
         var inputOffset = off_t(offset)
-        var useKernelCopy = true
+        var useKernelCopy = mayReflink || entry.size >= Self.kernelCopyFrom
         while remaining > 0 {
             try sink.checkCancellation()
             let chunk = Int(min(remaining, 8 << 20))

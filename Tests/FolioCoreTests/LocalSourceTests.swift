@@ -1,4 +1,4 @@
-import FolioCore
+@testable import FolioCore
 import FolioTestSupport
 import Foundation
 import Glibc
@@ -8,6 +8,29 @@ final class LocalSourceTests: XCTestCase {
     func testConformance() async throws {
         let served = TemporaryDirectory("local-source")
         try await SourceConformance.run(servedRoot: served.path) { LocalSource(rootPath: $0) }
+    }
+
+    /// A file cut short after the listing (its mtime put back, so only the copy can tell) is refused, whether
+    /// it is copied with read/write (small) or `copy_file_range` (from `LocalConnection.kernelCopyFrom` up).
+    func testAFileThatShrankAfterTheListingIsRefusedAtEitherSize() async throws {
+        let served = TemporaryDirectory("local-shrink")
+        let scratch = TemporaryDirectory("local-shrink-out")
+        let mtime = (seconds: 1_650_000_000, nanoseconds: 250)
+        let sizes = ["small.bin": 5_000, "large.bin": Int(LocalConnection.kernelCopyFrom) + 4_321]
+        for (name, size) in sizes { FixtureTree.write(served.path, name, FixtureTree.bytes(count: size, seed: 3), mtime: mtime) }
+        let source = LocalSource(rootPath: served.path)
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        let connection = try source.makeConnection()
+        defer { connection.close() }
+        for (name, size) in sizes {
+            XCTAssertEqual(truncate(served.path(name), off_t(size - 1_000)), 0)
+            FixtureTree.setMtime(served.path(name), mtime)
+            let entry = try XCTUnwrap(snapshot.entry(at: try RelativePath(validating: name)))
+            XCTAssertThrowsError(try SourceConformance.download(entry, with: connection, into: scratch.path(name), from: 0), name) { error in
+                XCTAssertEqual((error as? SourceError)?.code, .changed, "\(error)")
+                XCTAssertEqual((error as? SourceError)?.message, "\(name) shrank while it was being copied; it will be fetched again next run")
+            }
+        }
     }
 }
 
