@@ -15,11 +15,9 @@ public final class Destination: Sendable {
     /// The sixteen shard folders of `partial/`, by the first hex digit of a partial file's name.
     let shardFDs: [Int32]
     let trashFD: Int32
-    /// Whether large downloads are written with direct I/O here (see `DownloadSink`): on the local-disk file
-    /// systems that support it well (ext4, XFS, btrfs, F2FS). Elsewhere it can cost more than it saves (over NFS
-    /// each direct write waits for the server's commit; FUSE and ZFS may not honour it), so the page cache stays.
+    /// Whether large downloads are written with direct I/O here (see `DownloadSink` and
+    /// `FileSystemType.takesDirectIO`).
     let takesDirectIO: Bool
-    private static let directIOFileSystems: Set<UInt> = [0xEF53, 0x5846_5342, 0x9123_683E, 0xF2F5_2010]
 
     /// Opens (and with `create`, makes) the destination and its `.folio` folders.
     public init(path: String, create: Bool) throws(SourceError) {
@@ -59,7 +57,7 @@ public final class Destination: Sendable {
             }
         }
         rootFD = root
-        takesDirectIO = Self.directIOFileSystems.contains(folio_file_system_type(root))
+        takesDirectIO = FileSystemType(of: root).takesDirectIO
         partialFD = partial
         shardFDs = shards
         trashFD = trash

@@ -176,12 +176,8 @@ final class MemoryConnection: SourceConnection {
 
     func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws {
         let (bytes, cut) = try source.content(for: entry, from: offset, connection: number)
-        guard let cut else {
-            try bytes.withUnsafeBytes { try sink.write($0) }
-            return
-        }
-        try bytes.prefix(cut.bytes).withUnsafeBytes { try sink.write($0) }
-        throw cut.error
+        try bytes.prefix(cut?.bytes ?? bytes.count).withUnsafeBytes { try sink.write($0) }
+        if let cut { throw cut.error }
     }
 
     func download(batch: DownloadBatch) throws {
