@@ -248,17 +248,28 @@ public final class Destination: Sendable {
         return (UInt64(info.st_ino), FileTime(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec)))
     }
 
+    /// What `moveIntoPlace` did with one file.
+    enum Placement {
+        /// Renamed into place.
+        case placed
+        /// Renamed into place after moving to the trash (or, with no trash, over) an entry that took the name
+        /// after the destination was scanned: another program wrote it meanwhile, and the run reports it.
+        case placedOverNewcomer
+        case failed(SourceError)
+    }
+
     /// Flushes every sealed partial file to disk (one `syncfs` for the whole batch, instead of an fsync per
     /// file), then renames each into place, then flushes again so the names are durable too.
     ///
     /// Why this order: data reaches the disk before its name does, so after a crash a final name never holds
-    /// half a file. Returns, per item, nil on success or the error.
-    func moveIntoPlace(_ batch: [(partialName: String, path: RelativePath, replacing: Bool)], runID: String?) -> [SourceError?] {
+    /// half a file. A file that replaces nothing is renamed with `RENAME_NOREPLACE`, so an entry that appeared
+    /// since the scan is kept in the trash like any local change, never silently replaced (guarantee 4).
+    func moveIntoPlace(_ batch: [(partialName: String, path: RelativePath, replacing: Bool)], runID: String?) -> [Placement] {
         guard !batch.isEmpty else { return [] }
         folio_syncfs(partialFD)
         var folders: [RelativePath: Int32] = [:]
         defer { for fd in folders.values { close(fd) } }
-        var results: [SourceError?] = []
+        var results: [Placement] = []
         results.reserveCapacity(batch.count)
         for item in batch {
             do throws(SourceError) {
@@ -270,16 +281,38 @@ public final class Destination: Sendable {
                     parent = try openFolder(parentPath)
                     folders[parentPath] = parent
                 }
-                if item.replacing { try preserveBeforeReplacing(item.path, in: parent, runID: runID) }
+                if !item.replacing, try renameIfFree(item.partialName, to: item.path, in: parent) {
+                    results.append(.placed)
+                    continue
+                }
+                try preserveBeforeReplacing(item.path, in: parent, runID: runID)
                 let renamed = item.partialName.withCString { from in CString.with(item.path.name) { to in renameat(shard(of: item.partialName), from, parent, to) } }
                 if renamed != 0 { throw Self.error(errno, "cannot move \(item.path) into place", path: item.path) }
-                results.append(nil)
+                results.append(item.replacing ? .placed : .placedOverNewcomer)
             } catch {
-                results.append(error)
+                results.append(.failed(error))
             }
         }
         folio_syncfs(partialFD)
         return results
+    }
+
+    /// Renames a partial file to `path`'s name in `parent` unless something holds that name; returns whether it
+    /// did. Where the file system cannot refuse atomically, it looks first (a small window, but still a look).
+    private func renameIfFree(_ partialName: String, to path: RelativePath, in parent: Int32) throws(SourceError) -> Bool {
+        let shard = shard(of: partialName)
+        let result = partialName.withCString { from in CString.with(path.name) { to -> Int32 in
+            if folio_rename_noreplace(shard, from, parent, to) == 0 { return 0 }
+            guard errno == EINVAL else { return errno }
+            var info = stat()
+            if fstatat(parent, to, &info, AT_SYMLINK_NOFOLLOW) == 0 { return EEXIST }
+            return renameat(shard, from, parent, to) == 0 ? 0 : errno
+        } }
+        switch result {
+        case 0: return true
+        case EEXIST: return false
+        default: throw Self.error(result, "cannot move \(path) into place", path: path)
+        }
     }
 
     func discardPartial(named name: String) {

@@ -160,13 +160,19 @@ final class Installer: Sendable {
 
     private func install(_ batch: [Sealed], into tally: inout Tally) {
         let results = destination.moveIntoPlace(batch.map { ($0.partialName, $0.download.entry.path, $0.download.replacing != nil) }, runID: runID)
-        for (sealed, error) in zip(batch, results) {
+        for (sealed, placement) in zip(batch, results) {
             let entry = sealed.download.entry
-            if let error {
+            switch placement {
+            case .failed(let error):
                 tally.failures.append((entry.path, error.message))
                 tally.keepPartials.insert(sealed.partialName)
                 events.emit(.fileFailed(target: target, path: entry.path, message: error.message))
                 continue
+            case .placedOverNewcomer:
+                tally.trashed += 1
+                tally.localChanges.append(entry.path)
+            case .placed:
+                break
             }
             committer.add(RecordedEntry(entry, localInode: sealed.inode, localMtime: sealed.mtime))
             progress.fileFinished()

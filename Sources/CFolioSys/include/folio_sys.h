@@ -22,6 +22,12 @@ static inline ssize_t folio_copy_file_range(int fd_in, off_t *off_in, int fd_out
 
 static inline int folio_syncfs(int fd) { return syncfs(fd); }
 
+/// Renames like renameat, but atomically refuses (EEXIST) to replace an entry already at the new name
+/// (RENAME_NOREPLACE). Fails with EINVAL where the file system cannot do it (some network and FUSE ones).
+static inline int folio_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath) {
+    return renameat2(olddirfd, oldpath, newdirfd, newpath, 1u);
+}
+
 /// Starts writeback of a file's dirty pages in [offset, offset + nbytes) (0 bytes: to the end) without waiting
 /// for it (SYNC_FILE_RANGE_WRITE); the later syncfs then waits only for what is still in flight.
 static inline int folio_start_writeback(int fd, off_t offset, off_t nbytes) {

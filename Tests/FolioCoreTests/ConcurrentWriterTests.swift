@@ -1,0 +1,108 @@
+import FolioCore
+import FolioTestSupport
+import Foundation
+import XCTest
+
+/// Something else writes into the destination while a run downloads: what it wrote is never lost silently
+/// (guarantee 4), even though the destination was scanned before it appeared.
+final class ConcurrentWriterTests: XCTestCase {
+    var memory: MemorySource!
+    var destination: TemporaryDirectory!
+    var target: TargetConfig!
+
+    override func setUp() {
+        memory = MemorySource()
+        destination = TemporaryDirectory("intruded-dest")
+        target = TargetConfig(name: "t", source: "memory://", destination: destination.path)
+        target.transfers = 2
+        for name in ["a.txt", "b.txt", "c.txt"] { memory.setFile("docs/\(name)", "source \(name)") }
+    }
+
+    private func run(_ intrude: @escaping @Sendable (String) -> Void) async -> RunReport {
+        let root = destination.path
+        let source = IntrudingSource(memory: memory, before: "docs/b.txt") { intrude(root) }
+        return await SyncEngine(state: MemoryStateStore(), events: EventRecorder()).run(target, source: source, options: .init(trigger: .manual))
+    }
+
+    private func content(_ path: String) -> String? {
+        FixtureTree.read(path).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The one run folder under `.folio/trash`.
+    private func trashRun() throws -> String {
+        let runs = try FileManager.default.contentsOfDirectory(atPath: destination.path(".folio/trash"))
+        XCTAssertEqual(runs.count, 1)
+        return destination.path(".folio/trash/" + (runs.first ?? "none"))
+    }
+
+    func testAFileWrittenWhereADownloadGoesIsMovedToTheTrashAndReported() async throws {
+        let report = await run { root in FixtureTree.write(root, "docs/b.txt", "written here during the run") }
+
+        XCTAssertEqual(report.result, .synced)
+        XCTAssertEqual(report.downloaded, 3)
+        XCTAssertEqual(report.trashed, 1)
+        XCTAssertEqual(report.localChanges.map(\.description), ["docs/b.txt"])
+        XCTAssertEqual(content(destination.path("docs/b.txt")), "source b.txt")
+        XCTAssertEqual(content(try trashRun() + "/docs/b.txt"), "written here during the run")
+    }
+
+    func testAFolderMadeWhereADownloadGoesIsMovedToTheTrashWithItsFiles() async throws {
+        let report = await run { root in FixtureTree.write(root, "docs/b.txt/inside.txt", "a file in a folder made during the run") }
+
+        XCTAssertEqual(report.result, .synced)
+        XCTAssertEqual(report.localChanges.map(\.description), ["docs/b.txt"])
+        XCTAssertEqual(content(destination.path("docs/b.txt")), "source b.txt")
+        XCTAssertEqual(content(try trashRun() + "/docs/b.txt/inside.txt"), "a file in a folder made during the run")
+    }
+
+    func testWithoutATrashTheFileIsReplacedAndStillReported() async throws {
+        target.trashDays = 0
+        let report = await run { root in FixtureTree.write(root, "docs/b.txt", "written here during the run") }
+
+        XCTAssertEqual(report.result, .synced)
+        XCTAssertEqual(report.localChanges.map(\.description), ["docs/b.txt"])
+        XCTAssertNil(report.trashFolder)
+        XCTAssertEqual(content(destination.path("docs/b.txt")), "source b.txt")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination.path(".folio/trash")), [])
+    }
+}
+
+/// A `MemorySource` that runs `intrude` (another program writing into the destination) just before it sends
+/// one file, so the write lands after the destination was scanned and before that file is put in place.
+private final class IntrudingSource: Source {
+    let memory: MemorySource
+    let path: String
+    let intrude: @Sendable () -> Void
+
+    init(memory: MemorySource, before path: String, intrude: @escaping @Sendable () -> Void) {
+        self.memory = memory
+        self.path = path
+        self.intrude = intrude
+    }
+
+    var displayName: String { memory.displayName }
+    var features: SourceFeatures { memory.features }
+
+    func snapshot(options: ListingOptions) async throws -> Snapshot { try await memory.snapshot(options: options) }
+
+    func makeConnection() throws -> any SourceConnection {
+        IntrudingConnection(inner: try memory.makeConnection(), source: self)
+    }
+}
+
+private final class IntrudingConnection: SourceConnection {
+    let inner: any SourceConnection
+    let source: IntrudingSource
+
+    init(inner: any SourceConnection, source: IntrudingSource) {
+        self.inner = inner
+        self.source = source
+    }
+
+    func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws {
+        if entry.path.description == source.path { source.intrude() }
+        try inner.download(entry, into: sink, from: offset)
+    }
+
+    func close() { inner.close() }
+}
