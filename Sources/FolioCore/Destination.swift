@@ -252,9 +252,10 @@ public final class Destination: Sendable {
     enum Placement {
         /// Renamed into place.
         case placed
-        /// Renamed into place after moving to the trash (or, with no trash, over) an entry that took the name
-        /// after the destination was scanned: another program wrote it meanwhile, and the run reports it.
-        case placedOverNewcomer
+        /// Renamed into place after moving to the trash (or, with no trash, over) an entry that is not what the
+        /// scan found there (nothing, or another version): another program wrote it during the run, which
+        /// reports it as a local change.
+        case placedOverLocalChange
         case failed(SourceError)
     }
 
@@ -262,9 +263,10 @@ public final class Destination: Sendable {
     /// file), then renames each into place, then flushes again so the names are durable too.
     ///
     /// Why this order: data reaches the disk before its name does, so after a crash a final name never holds
-    /// half a file. A file that replaces nothing is renamed with `RENAME_NOREPLACE`, so an entry that appeared
-    /// since the scan is kept in the trash like any local change, never silently replaced (guarantee 4).
-    func moveIntoPlace(_ batch: [(partialName: String, path: RelativePath, replacing: Bool)], runID: String?) -> [Placement] {
+    /// half a file. A file that replaces nothing is renamed with `RENAME_NOREPLACE`, and what a file replaces
+    /// is checked against the scan (`replacing`), so an entry written since the scan is kept in the trash and
+    /// reported like any local change, never silently replaced (guarantee 4).
+    func moveIntoPlace(_ batch: [(partialName: String, path: RelativePath, replacing: LocalItem?)], runID: String?) -> [Placement] {
         guard !batch.isEmpty else { return [] }
         folio_syncfs(partialFD)
         var folders: [RelativePath: Int32] = [:]
@@ -281,14 +283,19 @@ public final class Destination: Sendable {
                     parent = try openFolder(parentPath)
                     folders[parentPath] = parent
                 }
-                if !item.replacing, try renameIfFree(item.partialName, to: item.path, in: parent) {
+                let changed: Bool
+                if let scanned = item.replacing {
+                    changed = !Self.holds(scanned, in: parent)
+                } else if try renameIfFree(item.partialName, to: item.path, in: parent) {
                     results.append(.placed)
                     continue
+                } else {
+                    changed = true
                 }
                 try preserveBeforeReplacing(item.path, in: parent, runID: runID)
                 let renamed = item.partialName.withCString { from in CString.with(item.path.name) { to in renameat(shard(of: item.partialName), from, parent, to) } }
                 if renamed != 0 { throw Self.error(errno, "cannot move \(item.path) into place", path: item.path) }
-                results.append(item.replacing ? .placed : .placedOverNewcomer)
+                results.append(changed ? .placedOverLocalChange : .placed)
             } catch {
                 results.append(.failed(error))
             }
@@ -297,13 +304,23 @@ public final class Destination: Sendable {
         return results
     }
 
+    /// Whether `parent` still holds the file the scan found as `scanned` (or nothing: a file removed meanwhile
+    /// leaves nothing to keep).
+    private static func holds(_ scanned: LocalItem, in parent: Int32) -> Bool {
+        var info = stat()
+        guard CString.with(scanned.path.name, { fstatat(parent, $0, &info, AT_SYMLINK_NOFOLLOW) }) == 0 else { return errno == ENOENT }
+        return scanned.kind == .file && (info.st_mode & S_IFMT) == S_IFREG && UInt64(info.st_ino) == scanned.inode
+            && Int64(info.st_size) == scanned.size
+            && FileTime(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec)) == scanned.mtime
+    }
+
     /// Renames a partial file to `path`'s name in `parent` unless something holds that name; returns whether it
     /// did. Where the file system cannot refuse atomically, it looks first (a small window, but still a look).
     private func renameIfFree(_ partialName: String, to path: RelativePath, in parent: Int32) throws(SourceError) -> Bool {
         let shard = shard(of: partialName)
         let result = partialName.withCString { from in CString.with(path.name) { to -> Int32 in
             if folio_rename_noreplace(shard, from, parent, to) == 0 { return 0 }
-            guard errno == EINVAL else { return errno }
+            guard errno == EINVAL || errno == ENOSYS else { return errno }
             var info = stat()
             if fstatat(parent, to, &info, AT_SYMLINK_NOFOLLOW) == 0 { return EEXIST }
             return renameat(shard, from, parent, to) == 0 ? 0 : errno

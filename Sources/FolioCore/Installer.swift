@@ -159,33 +159,30 @@ final class Installer: Sendable {
     }
 
     private func install(_ batch: [Sealed], into tally: inout Tally) {
-        let results = destination.moveIntoPlace(batch.map { ($0.partialName, $0.download.entry.path, $0.download.replacing != nil) }, runID: runID)
+        let results = destination.moveIntoPlace(batch.map { ($0.partialName, $0.download.entry.path, $0.download.replacing) }, runID: runID)
         for (sealed, placement) in zip(batch, results) {
             let entry = sealed.download.entry
-            switch placement {
-            case .failed(let error):
+            if case .failed(let error) = placement {
                 tally.failures.append((entry.path, error.message))
                 tally.keepPartials.insert(sealed.partialName)
                 events.emit(.fileFailed(target: target, path: entry.path, message: error.message))
                 continue
-            case .placedOverNewcomer:
-                tally.trashed += 1
-                tally.localChanges.append(entry.path)
-            case .placed:
-                break
             }
             committer.add(RecordedEntry(entry, localInode: sealed.inode, localMtime: sealed.mtime))
             progress.fileFinished()
             events.emit(.fileDone(target: target, path: entry.path, bytes: sealed.bytes))
             tally.bytes += sealed.bytes
             tally.changedPaths.append(entry.path)
+            // A local change found at install time (written during the run) counts like one the scan found.
+            let changedHere = if case .placedOverLocalChange = placement { true } else { sealed.download.hasLocalChanges }
             if sealed.download.replacing == nil {
                 tally.downloaded += 1
-            } else if sealed.download.hasLocalChanges {
+            } else if !changedHere {
+                tally.updated += 1
+            }
+            if changedHere {
                 tally.trashed += 1
                 tally.localChanges.append(entry.path)
-            } else {
-                tally.updated += 1
             }
         }
     }

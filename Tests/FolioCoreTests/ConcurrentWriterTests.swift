@@ -7,21 +7,23 @@ import XCTest
 /// (guarantee 4), even though the destination was scanned before it appeared.
 final class ConcurrentWriterTests: XCTestCase {
     var memory: MemorySource!
+    var state: MemoryStateStore!
     var destination: TemporaryDirectory!
     var target: TargetConfig!
 
     override func setUp() {
         memory = MemorySource()
+        state = MemoryStateStore()
         destination = TemporaryDirectory("intruded-dest")
         target = TargetConfig(name: "t", source: "memory://", destination: destination.path)
         target.transfers = 2
         for name in ["a.txt", "b.txt", "c.txt"] { memory.setFile("docs/\(name)", "source \(name)") }
     }
 
-    private func run(_ intrude: @escaping @Sendable (String) -> Void) async -> RunReport {
+    private func run(_ intrude: @escaping @Sendable (String) -> Void = { _ in }) async -> RunReport {
         let root = destination.path
         let source = IntrudingSource(memory: memory, before: "docs/b.txt") { intrude(root) }
-        return await SyncEngine(state: MemoryStateStore(), events: EventRecorder()).run(target, source: source, options: .init(trigger: .manual))
+        return await SyncEngine(state: state, events: EventRecorder()).run(target, source: source, options: .init(trigger: .manual))
     }
 
     private func content(_ path: String) -> String? {
@@ -53,6 +55,31 @@ final class ConcurrentWriterTests: XCTestCase {
         XCTAssertEqual(report.localChanges.map(\.description), ["docs/b.txt"])
         XCTAssertEqual(content(destination.path("docs/b.txt")), "source b.txt")
         XCTAssertEqual(content(try trashRun() + "/docs/b.txt/inside.txt"), "a file in a folder made during the run")
+    }
+
+    func testAnEditMadeToAFileBeingUpdatedIsMovedToTheTrashAndReported() async throws {
+        _ = await run()
+        memory.setFile("docs/b.txt", "source b.txt, second version", mtime: FileTime(seconds: 1_800_000_000))
+        let report = await run { root in FixtureTree.write(root, "docs/b.txt", "edited here during the run") }
+
+        XCTAssertEqual(report.result, .synced)
+        XCTAssertEqual(report.updated, 0)
+        XCTAssertEqual(report.trashed, 1)
+        XCTAssertEqual(report.localChanges.map(\.description), ["docs/b.txt"])
+        XCTAssertEqual(content(destination.path("docs/b.txt")), "source b.txt, second version")
+        XCTAssertEqual(content(try trashRun() + "/docs/b.txt"), "edited here during the run")
+    }
+
+    func testAnUpdateOfAnUntouchedFileIsNotReportedAsALocalChange() async throws {
+        _ = await run()
+        memory.setFile("docs/b.txt", "source b.txt, second version", mtime: FileTime(seconds: 1_800_000_000))
+        let report = await run()
+
+        XCTAssertEqual(report.result, .synced)
+        XCTAssertEqual(report.updated, 1)
+        XCTAssertEqual(report.trashed, 0)
+        XCTAssertEqual(report.localChanges, [])
+        XCTAssertEqual(content(destination.path("docs/b.txt")), "source b.txt, second version")
     }
 
     func testWithoutATrashTheFileIsReplacedAndStillReported() async throws {

@@ -23,7 +23,7 @@ static inline ssize_t folio_copy_file_range(int fd_in, off_t *off_in, int fd_out
 static inline int folio_syncfs(int fd) { return syncfs(fd); }
 
 /// Renames like renameat, but atomically refuses (EEXIST) to replace an entry already at the new name
-/// (RENAME_NOREPLACE). Fails with EINVAL where the file system cannot do it (some network and FUSE ones).
+/// (RENAME_NOREPLACE). Fails with EINVAL where the file system cannot do it (NFS, some FUSE ones).
 static inline int folio_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath) {
     return renameat2(olddirfd, oldpath, newdirfd, newpath, 1u);
 }
