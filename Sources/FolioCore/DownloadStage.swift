@@ -4,7 +4,7 @@ import Glibc
 import Synchronization
 
 /// The download stage: `workerCount` workers to start with, and up to `transfers` for files batches leave, each on
-/// its own serial queue with its own source connection, draining one shared list of files; bridged to async code
+/// its own thread with its own source connection, draining one shared list of files; bridged to async code
 /// with a `DispatchGroup` notification.
 struct DownloadStage: Sendable {
     struct Outcome: Sendable {
@@ -51,10 +51,10 @@ struct DownloadStage: Sendable {
         let filesPerWorker = nearLink ? 32 : 4
         @Sendable func start(_ indices: Range<Int>, forLeftovers: Bool) {
             for index in indices {
-                // Why one serial queue per worker: a connection (a libssh2 session, a curl handle) must only ever
-                // be used from one thread, and here it never leaves the queue that opened it. Why a running
-                // worker may start more after `notify` below: the group is never empty while it does.
-                DispatchQueue(label: "folio.download.\(index)").async(group: group) {
+                // Why one thread per worker: a connection (a libssh2 session, a curl handle) must only ever be
+                // used from one thread, and here it never leaves the thread that opened it. Why a running worker
+                // may start more after `notify` below: the group is never empty while it does.
+                WorkerThread.start("folio.download.\(index)", in: group) {
                     self.work(jobs: jobs, batchWorkers: batchWorkers, queue: queue, outcome: outcome, installer: installer,
                               lookFirst: forLeftovers) { leftOver in
                         start(queue.moreWorkers(upTo: most, for: leftOver / filesPerWorker), forLeftovers: true)

@@ -10,7 +10,7 @@ import Foundation
 /// a folder, and dropped if it never does (the folder was removed, renamed or excluded since), so the snapshot
 /// holds only what the listings of the folders above each entry show, as a plain walk's does.
 ///
-/// Workers run on their own serial DispatchQueues, never on the cooperative pool: libcurl blocks. The walk
+/// Workers run on threads of their own, never on the cooperative pool: libcurl blocks. The walk
 /// ends when no job is queued and no worker is busy, or at the first run-level error.
 final class ListingWalk: @unchecked Sendable {
     // Why @unchecked: every stored var is read and written only while `condition` is locked.
@@ -133,7 +133,7 @@ final class ListingWalk: @unchecked Sendable {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<SnapshotBuilder, any Error>) in
                 walk.condition.lock()
-                walk.startWorkers(upTo: min(workers.near, workers.most))
+                walk.grow()
                 walk.condition.unlock()
                 // Why notify, not wait: the awaiting task must not block a cooperative thread.
                 walk.group.notify(queue: DispatchQueue(label: "folio.http.list.done")) {
@@ -166,13 +166,13 @@ final class ListingWalk: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Starts the rest of the workers once the link shows far. Called with `condition` locked. Every job but
-    /// `.rootDepthOne` (pushed before the root's request) is queued after a worker's request was answered, so
-    /// the link is timed by then.
+    /// Starts workers for the jobs in sight: up to `Workers.near`, and up to `Workers.most` once the link shows
+    /// far. Called with `condition` locked. Every job but the root's and `.rootDepthOne` (pushed before the
+    /// root's request) is queued after a worker's request was answered, so the link is timed by then.
     private func grow() {
-        if !stopped, started < workers.most, TargetConfig.isFar(roundTrip: workers.roundTrip()) {
-            startWorkers(upTo: workers.most)
-        }
+        guard !stopped else { return }
+        let far = TargetConfig.isFar(roundTrip: workers.roundTrip())
+        startWorkers(upTo: far ? workers.most : min(workers.near, workers.most))
     }
 
     /// Queues a job whose folder is confirmed (the root's, or one a confirmed listing named); a folder already
@@ -205,12 +205,16 @@ final class ListingWalk: @unchecked Sendable {
         for job in held.jobs { queue(job) }
     }
 
-    /// Starts workers until `count` have started; called with `condition` locked. Why it can add to `group`
-    /// after `notify`: the first workers start before it, and later ones only from a running worker (its `push`
-    /// or `listedAhead`), so the group is never empty while workers are added.
+    /// Starts workers until `count` have started, or one for each job in sight (running, queued, or a known
+    /// folder to list ahead); called with `condition` locked. Why no more: each worker is a thread and a
+    /// connection to start, and on a busy machine starting idle ones delays the requests of the others.
+    ///
+    /// Why it can add to `group` after `notify`: the first workers start before it, and later ones only from a
+    /// running worker (its `push` or `listedAhead`), so the group is never empty while workers are added.
     private func startWorkers(upTo count: Int) {
-        while started < max(1, count) {
-            DispatchQueue(label: "folio.http.list.\(started)").async(group: group) { self.workerLoop() }
+        let wanted = min(count, max(1, busy + jobs.count + known.count))
+        while started < wanted {
+            WorkerThread.start("folio.http.list.\(started)", in: group) { self.workerLoop() }
             started += 1
         }
     }

@@ -1,0 +1,21 @@
+import Dispatch
+import Foundation
+
+/// Starts a worker that blocks (on a connection, the disk) on a thread of its own.
+///
+/// Why not `DispatchQueue(label:).async`: libdispatch gives each newly busy queue its thread only from the
+/// previous new thread, one after another, so on a busy machine the 11th of 11 listing workers sent its request
+/// 3.5-4.5 ms after the first (bpftrace, a no-change WebDAV run over a 20 ms link); threads started here all run
+/// at once (1.2-2 ms from the first request to the 11th). A worker still owns its connection on one thread.
+public enum WorkerThread {
+    /// Runs `body` on a new thread named `name`, counted in `group` until it returns.
+    public static func start(_ name: String, in group: DispatchGroup, _ body: @escaping @Sendable () -> Void) {
+        group.enter()
+        let thread = Thread {
+            body()
+            group.leave()
+        }
+        thread.name = name
+        thread.start()
+    }
+}
