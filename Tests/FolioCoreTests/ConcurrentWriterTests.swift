@@ -22,7 +22,7 @@ final class ConcurrentWriterTests: XCTestCase {
 
     private func run(_ intrude: @escaping @Sendable (String) -> Void = { _ in }) async -> RunReport {
         let root = destination.path
-        let source = IntrudingSource(memory: memory, before: "docs/b.txt") { intrude(root) }
+        let source = HookedSource(memory: memory, before: "docs/b.txt") { intrude(root) }
         return await SyncEngine(state: state, events: EventRecorder()).run(target, source: source, options: .init(trigger: .manual))
     }
 
@@ -92,44 +92,4 @@ final class ConcurrentWriterTests: XCTestCase {
         XCTAssertEqual(content(destination.path("docs/b.txt")), "source b.txt")
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination.path(".folio/trash")), [])
     }
-}
-
-/// A `MemorySource` that runs `intrude` (another program writing into the destination) just before it sends
-/// one file, so the write lands after the destination was scanned and before that file is put in place.
-private final class IntrudingSource: Source {
-    let memory: MemorySource
-    let path: String
-    let intrude: @Sendable () -> Void
-
-    init(memory: MemorySource, before path: String, intrude: @escaping @Sendable () -> Void) {
-        self.memory = memory
-        self.path = path
-        self.intrude = intrude
-    }
-
-    var displayName: String { memory.displayName }
-    var features: SourceFeatures { memory.features }
-
-    func snapshot(options: ListingOptions) async throws -> Snapshot { try await memory.snapshot(options: options) }
-
-    func makeConnection() throws -> any SourceConnection {
-        IntrudingConnection(inner: try memory.makeConnection(), source: self)
-    }
-}
-
-private final class IntrudingConnection: SourceConnection {
-    let inner: any SourceConnection
-    let source: IntrudingSource
-
-    init(inner: any SourceConnection, source: IntrudingSource) {
-        self.inner = inner
-        self.source = source
-    }
-
-    func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws {
-        if entry.path.description == source.path { source.intrude() }
-        try inner.download(entry, into: sink, from: offset)
-    }
-
-    func close() { inner.close() }
 }
