@@ -54,7 +54,7 @@ struct DownloadStage: Sendable {
                 // Why one thread per worker: a connection (a libssh2 session, a curl handle) must only ever be
                 // used from one thread, and here it never leaves the thread that opened it. Why a running worker
                 // may start more after `notify` below: the group is never empty while it does.
-                WorkerThread.start("folio.download.\(index)", in: group) {
+                WorkerThread.start("folio-get-\(index)", in: group) {
                     self.work(jobs: jobs, batchWorkers: batchWorkers, queue: queue, outcome: outcome, installer: installer,
                               lookFirst: forLeftovers) { leftOver in
                         start(queue.moreWorkers(upTo: most, for: leftOver / filesPerWorker), forLeftovers: true)

@@ -97,7 +97,7 @@ struct TreeWalker: Sendable {
         let group = DispatchGroup()
         for index in 0..<max(1, threads) {
             // Each walker thread owns the descriptors of the folders it is reading; jobs hand one over whole.
-            WorkerThread.start("folio.walk.\(index)", in: group) {
+            WorkerThread.start("folio-walk-\(index)", in: group) {
                 var local = Collected(thread: index)
                 // This thread's paths are packed here; the arena never leaves the thread (see `PathArena`).
                 var paths = PathArena()

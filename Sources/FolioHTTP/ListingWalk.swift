@@ -214,7 +214,7 @@ final class ListingWalk: @unchecked Sendable {
     private func startWorkers(upTo count: Int) {
         let wanted = min(count, max(1, busy + jobs.count + known.count))
         while started < wanted {
-            WorkerThread.start("folio.http.list.\(started)", in: group) { self.workerLoop() }
+            WorkerThread.start("folio-list-\(started)", in: group) { self.workerLoop() }
             started += 1
         }
     }

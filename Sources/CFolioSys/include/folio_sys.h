@@ -15,6 +15,7 @@ extern ssize_t copy_file_range(int fd_in, off_t *off_in, int fd_out, off_t *off_
 extern int syncfs(int fd);
 extern int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
 extern int sync_file_range(int fd, off_t offset, off_t nbytes, unsigned int flags);
+extern int pthread_setname_np(pthread_t thread, const char *name);
 
 static inline ssize_t folio_copy_file_range(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t len) {
     return copy_file_range(fd_in, off_in, fd_out, off_out, len, 0);
@@ -54,6 +55,10 @@ static inline int folio_is_direct_io(int fd) {
     int flags = fcntl(fd, F_GETFL);
     return flags < 0 ? -1 : (flags & __O_DIRECT) != 0;
 }
+
+/// Names the calling thread as `top -H`, `perf` and /proc show it (at most 15 bytes; a longer name fails with
+/// ERANGE and leaves the old one).
+static inline int folio_name_this_thread(const char *name) { return pthread_setname_np(pthread_self(), name); }
 
 /// Opens a folder without following a symlink in the last component.
 static inline int folio_openat_dir_nofollow(int dirfd, const char *name) {
