@@ -115,6 +115,30 @@ public final class Destination: Sendable {
         if result != 0 { throw Self.error(errno, "cannot set the time of \(path)/\(relative)", path: relative) }
     }
 
+    /// Sets a file's mtime if it is still the file the scan found (`scanned`), and returns whether it was. Why
+    /// check: times are set after the downloads, maybe long after the scan; a file rewritten meanwhile keeps its
+    /// own time, so the next run finds it changed here and keeps it in the trash, rather than taking it for the
+    /// source's version. Through a descriptor, so a file renamed over it between the check and the change is
+    /// not the one changed.
+    func setFileMtime(_ relative: RelativePath, _ mtime: FileTime, ifStill scanned: LocalItem) throws(SourceError) -> Bool {
+        guard mtime.isKnown else { return true }
+        let parent = try openFolder(relative.parent ?? .root)
+        defer { close(parent) }
+        let fd = CString.with(relative.name) { folio_openat(parent, $0, O_RDONLY | O_NOFOLLOW) }
+        guard fd >= 0 else {
+            let code = errno
+            if code == ELOOP || code == ENOENT { return false }  // a link or nothing where the file was
+            throw Self.error(code, "cannot set the time of \(path)/\(relative)", path: relative)
+        }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw Self.error(errno, "cannot stat \(path)/\(relative)", path: relative) }
+        guard Self.describes(scanned, info) else { return false }
+        var times = [Self.timespec(mtime), Self.timespec(mtime)]
+        if futimens(fd, &times) != 0 { throw Self.error(errno, "cannot set the time of \(path)/\(relative)", path: relative) }
+        return true
+    }
+
     /// The inode and mtime an entry has now (after Folio put it there), for the state record.
     func identity(of relative: RelativePath) throws(SourceError) -> (inode: UInt64, mtime: FileTime) {
         let parent = try openFolder(relative.parent ?? .root)
@@ -309,7 +333,12 @@ public final class Destination: Sendable {
     private static func holds(_ scanned: LocalItem, in parent: Int32) -> Bool {
         var info = stat()
         guard CString.with(scanned.path.name, { fstatat(parent, $0, &info, AT_SYMLINK_NOFOLLOW) }) == 0 else { return errno == ENOENT }
-        return scanned.kind == .file && (info.st_mode & S_IFMT) == S_IFREG && UInt64(info.st_ino) == scanned.inode
+        return describes(scanned, info)
+    }
+
+    /// Whether `info` is the regular file the scan found as `scanned`: same inode, size and mtime.
+    private static func describes(_ scanned: LocalItem, _ info: stat) -> Bool {
+        scanned.kind == .file && (info.st_mode & S_IFMT) == S_IFREG && UInt64(info.st_ino) == scanned.inode
             && Int64(info.st_size) == scanned.size
             && FileTime(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec)) == scanned.mtime
     }

@@ -235,9 +235,10 @@ public struct SyncEngine: Sendable {
 
         // Times: files whose content is unchanged, then folders deepest first (their content is final now).
         events.emit(.stage(target: name, stage: .finishing))
-        for (entry, _) in plan.mtimeFixes {
+        for (entry, local) in plan.mtimeFixes {
             do {
-                try destination.setMtime(entry.path, entry.mtime)
+                // Rewritten here since the scan: left as it is, and unrecorded, so the next run keeps it in the trash.
+                guard try destination.setFileMtime(entry.path, entry.mtime, ifStill: local) else { continue }
                 let now = try destination.identity(of: entry.path)
                 committer.add(RecordedEntry(entry, localInode: now.inode, localMtime: now.mtime))
                 report.updated += 1

@@ -82,6 +82,29 @@ final class ConcurrentWriterTests: XCTestCase {
         XCTAssertEqual(content(destination.path("docs/b.txt")), "source b.txt, second version")
     }
 
+    func testAnEditMadeBeforeAFilesTimeIsSetKeepsItsTimeAndIsKeptAndReportedNextRun() async throws {
+        memory.setFile("docs/c.txt", "source c.txt", validator: "\"c1\"")
+        _ = await run()
+        // The source touches c.txt (same content, same ETag, new time): a time fix, set after the downloads. Meanwhile
+        // (during b.txt's download) someone edits the local copy, keeping its size.
+        memory.setFile("docs/c.txt", "source c.txt", mtime: FileTime(seconds: 1_800_000_000), validator: "\"c1\"")
+        memory.setFile("docs/b.txt", "source b.txt, second version", mtime: FileTime(seconds: 1_800_000_000))
+        let edited = await run { root in FixtureTree.write(root, "docs/c.txt", "edited c.txt") }
+
+        XCTAssertEqual(edited.result, .synced)
+        XCTAssertEqual(edited.updated, 1, "b.txt only: c.txt's time is left alone")
+        XCTAssertEqual(content(destination.path("docs/c.txt")), "edited c.txt")
+        let attributes = try FileManager.default.attributesOfItem(atPath: destination.path("docs/c.txt"))
+        XCTAssertNotEqual((attributes[.modificationDate] as? Date)?.timeIntervalSince1970, 1_800_000_000)
+
+        let next = await run()
+        XCTAssertEqual(next.result, .synced)
+        XCTAssertEqual(next.localChanges.map(\.description), ["docs/c.txt"])
+        XCTAssertEqual(content(destination.path("docs/c.txt")), "source c.txt")
+        let runs = try FileManager.default.contentsOfDirectory(atPath: destination.path(".folio/trash"))
+        XCTAssertEqual(runs.compactMap { content(destination.path(".folio/trash/\($0)/docs/c.txt")) }, ["edited c.txt"])
+    }
+
     func testWithoutATrashTheFileIsReplacedAndStillReported() async throws {
         target.trashDays = 0
         let report = await run { root in FixtureTree.write(root, "docs/b.txt", "written here during the run") }
