@@ -147,7 +147,7 @@ public final class Destination: Sendable {
         guard CString.with(relative.name, { fstatat(parent, $0, &info, AT_SYMLINK_NOFOLLOW) }) == 0 else {
             throw Self.error(errno, "cannot stat \(path)/\(relative)", path: relative)
         }
-        return (UInt64(info.st_ino), FileTime(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec)))
+        return (UInt64(info.st_ino), FileTime(modificationOf: info))
     }
 
     // MARK: trash
@@ -269,7 +269,7 @@ public final class Destination: Sendable {
             // counts). Small files are left to the flush, which writes a whole batch of them in one go.
             _ = folio_start_writeback(fd, 0, 0)
         }
-        return (UInt64(info.st_ino), FileTime(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec)))
+        return (UInt64(info.st_ino), FileTime(modificationOf: info))
     }
 
     /// What `moveIntoPlace` did with one file.
@@ -280,6 +280,7 @@ public final class Destination: Sendable {
         /// scan found there (nothing, or another version): another program wrote it during the run, which
         /// reports it as a local change.
         case placedOverLocalChange
+        /// Left in its partial file (kept for the next run), for this reason.
         case failed(SourceError)
     }
 
@@ -340,7 +341,7 @@ public final class Destination: Sendable {
     private static func describes(_ scanned: LocalItem, _ info: stat) -> Bool {
         scanned.kind == .file && (info.st_mode & S_IFMT) == S_IFREG && UInt64(info.st_ino) == scanned.inode
             && Int64(info.st_size) == scanned.size
-            && FileTime(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec)) == scanned.mtime
+            && FileTime(modificationOf: info) == scanned.mtime
     }
 
     /// Renames a partial file to `path`'s name in `parent` unless something holds that name; returns whether it

@@ -1,3 +1,5 @@
+import Glibc
+
 /// A modification time, in nanoseconds since the Unix epoch.
 public struct FileTime: Hashable, Comparable, Sendable, CustomStringConvertible {
     public var nanoseconds: Int64
@@ -8,6 +10,11 @@ public struct FileTime: Hashable, Comparable, Sendable, CustomStringConvertible 
     public static let unknown = FileTime(nanoseconds: .min)
     public var isKnown: Bool { nanoseconds != .min }
     public init(seconds: Int64, nanoseconds: Int64 = 0) { self.nanoseconds = seconds * 1_000_000_000 + nanoseconds }
+
+    /// The modification time in a `stat` result.
+    init(modificationOf info: stat) {
+        self.init(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec))
+    }
 
     public var seconds: Int64 { nanoseconds.floorDivided(by: 1_000_000_000) }
     public var subsecondNanoseconds: Int64 { nanoseconds - seconds * 1_000_000_000 }

@@ -140,7 +140,7 @@ final class LocalConnection: SourceConnection {
     private func checkUnchanged(fd: Int32, entry: Entry) throws {
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw fileError(entry.path, errno: errno, doing: "stat") }
-        let mtime = FileTime(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec))
+        let mtime = FileTime(modificationOf: info)
         guard Int64(info.st_size) == entry.size, mtime == entry.mtime else {
             throw SourceError(.changed, "\(entry.path) changed on the source since it was listed; it will be fetched next run", path: entry.path)
         }

@@ -241,7 +241,7 @@ struct TreeWalker: Sendable {
                 followedFrom = target
             }
         }
-        let mtime = FileTime(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec))
+        let mtime = FileTime(modificationOf: info)
         let mode = info.st_mode & S_IFMT
         if exclude.excludes(path, isFolder: mode == S_IFDIR) { return }
         switch mode {

@@ -30,6 +30,12 @@ final class ConcurrentWriterTests: XCTestCase {
         FixtureTree.read(path).map { String(decoding: $0, as: UTF8.self) }
     }
 
+    /// A first run, then a new version of docs/b.txt at the source, for a second run to update.
+    private func mirrorThenChangeBAtTheSource() async {
+        _ = await run()
+        memory.setFile("docs/b.txt", "source b.txt, second version", mtime: FileTime(seconds: 1_800_000_000))
+    }
+
     /// The one run folder under `.folio/trash`.
     private func trashRun() throws -> String {
         let runs = try FileManager.default.contentsOfDirectory(atPath: destination.path(".folio/trash"))
@@ -58,8 +64,7 @@ final class ConcurrentWriterTests: XCTestCase {
     }
 
     func testAnEditMadeToAFileBeingUpdatedIsMovedToTheTrashAndReported() async throws {
-        _ = await run()
-        memory.setFile("docs/b.txt", "source b.txt, second version", mtime: FileTime(seconds: 1_800_000_000))
+        await mirrorThenChangeBAtTheSource()
         let report = await run { root in FixtureTree.write(root, "docs/b.txt", "edited here during the run") }
 
         XCTAssertEqual(report.result, .synced)
@@ -71,8 +76,7 @@ final class ConcurrentWriterTests: XCTestCase {
     }
 
     func testAnUpdateOfAnUntouchedFileIsNotReportedAsALocalChange() async throws {
-        _ = await run()
-        memory.setFile("docs/b.txt", "source b.txt, second version", mtime: FileTime(seconds: 1_800_000_000))
+        await mirrorThenChangeBAtTheSource()
         let report = await run()
 
         XCTAssertEqual(report.result, .synced)
