@@ -179,11 +179,11 @@ public struct SyncEngine: Sendable {
         for removal in plan.removals {
             try Task.checkCancellation()
             do {
-                try destination.discard(removal.item.path, runID: trashID)
+                let found = try destination.discard(removal.item, runID: trashID)
                 committer.forget(removal.item.path)
                 report.removed += removal.entryCount
                 report.changedPaths.append(removal.item.path)
-                if removal.hasLocalChanges {
+                if removal.hasLocalChanges || found == .changedSinceScan {
                     report.localChanges.append(removal.item.path)
                     report.trashed += 1
                 }

@@ -26,6 +26,12 @@ final class ConcurrentWriterTests: XCTestCase {
         return await SyncEngine(state: state, events: EventRecorder()).run(target, source: source, options: .init(trigger: .manual))
     }
 
+    /// A run that calls `intrude` with the destination's path once the plan is made, before the removals.
+    private func runIntrudingAfterPlanning(_ intrude: @escaping @Sendable (String) -> Void) async -> RunReport {
+        let events = AfterPlanning(root: destination.path, intrude: intrude)
+        return await SyncEngine(state: state, events: events).run(target, source: memory, options: .init(trigger: .manual))
+    }
+
     private func content(_ path: String) -> String? {
         FixtureTree.read(path).map { String(decoding: $0, as: UTF8.self) }
     }
@@ -118,5 +124,79 @@ final class ConcurrentWriterTests: XCTestCase {
         XCTAssertNil(report.trashFolder)
         XCTAssertEqual(content(destination.path("docs/b.txt")), "source b.txt")
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination.path(".folio/trash")), [])
+    }
+
+    // MARK: removals
+
+    func testAnEditMadeToAFileBeingRemovedIsKeptInTheTrashAndReported() async throws {
+        _ = await run()
+        memory.remove("docs/b.txt")
+        let report = await runIntrudingAfterPlanning { root in FixtureTree.write(root, "docs/b.txt", "edited here after the scan") }
+
+        XCTAssertEqual(report.result, .synced)
+        XCTAssertEqual(report.removed, 1)
+        XCTAssertEqual(report.trashed, 1)
+        XCTAssertEqual(report.localChanges.map(\.description), ["docs/b.txt"])
+        XCTAssertNil(content(destination.path("docs/b.txt")))
+        XCTAssertEqual(content(try trashRun() + "/docs/b.txt"), "edited here after the scan")
+    }
+
+    func testWithoutATrashAnEditMadeToAFileBeingRemovedIsStillReported() async throws {
+        target.trashDays = 0
+        _ = await run()
+        memory.remove("docs/b.txt")
+        let report = await runIntrudingAfterPlanning { root in FixtureTree.write(root, "docs/b.txt", "edited here after the scan") }
+
+        XCTAssertEqual(report.result, .synced)
+        XCTAssertEqual(report.removed, 1)
+        XCTAssertEqual(report.localChanges.map(\.description), ["docs/b.txt"])
+        XCTAssertNil(content(destination.path("docs/b.txt")))
+    }
+
+    func testAFileAddedToAFolderBeingRemovedIsKeptInTheTrashAndReported() async throws {
+        memory.setFile("old/x.txt", "source x.txt")
+        _ = await run()
+        memory.remove("old")
+        let report = await runIntrudingAfterPlanning { root in FixtureTree.write(root, "old/new.txt", "added here after the scan") }
+
+        XCTAssertEqual(report.result, .synced)
+        XCTAssertEqual(report.localChanges.map(\.description), ["old"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: destination.path("old")))
+        XCTAssertEqual(content(try trashRun() + "/old/new.txt"), "added here after the scan")
+        XCTAssertEqual(content(try trashRun() + "/old/x.txt"), "source x.txt")
+    }
+
+    func testARemovalOfAnUntouchedFileIsNotReported() async throws {
+        _ = await run()
+        memory.remove("docs/b.txt")
+        let report = await runIntrudingAfterPlanning { _ in }
+
+        XCTAssertEqual(report.result, .synced)
+        XCTAssertEqual(report.removed, 1)
+        XCTAssertEqual(report.trashed, 0)
+        XCTAssertEqual(report.localChanges, [])
+        XCTAssertEqual(content(try trashRun() + "/docs/b.txt"), "source b.txt")
+    }
+
+    func testAFileDeletedHereAfterTheScanCountsAsRemovedNotFailed() async throws {
+        _ = await run()
+        memory.remove("docs/b.txt")
+        let report = await runIntrudingAfterPlanning { root in unlink(root + "/docs/b.txt") }
+
+        XCTAssertEqual(report.result, .synced)
+        XCTAssertEqual(report.removed, 1)
+        XCTAssertTrue(report.failures.isEmpty, "\(report.failures)")
+        XCTAssertEqual(report.localChanges, [])
+    }
+}
+
+/// Calls `intrude` once the engine has planned a run, that is after the destination's scan and before anything
+/// is removed.
+private struct AfterPlanning: SyncEventSink {
+    let root: String
+    let intrude: @Sendable (String) -> Void
+
+    func emit(_ event: SyncEvent) {
+        if case .planned = event { intrude(root) }
     }
 }
