@@ -9,7 +9,23 @@ public struct FileTime: Hashable, Comparable, Sendable, CustomStringConvertible 
     /// A source that does not say (a WebDAV folder without `getlastmodified`).
     public static let unknown = FileTime(nanoseconds: .min)
     public var isKnown: Bool { nanoseconds != .min }
-    public init(seconds: Int64, nanoseconds: Int64 = 0) { self.nanoseconds = seconds * 1_000_000_000 + nanoseconds }
+
+    /// The latest and earliest times a `FileTime` holds: 2262-04-11 and 1677-09-21. A time past them (a file
+    /// dated in the year 3000, a server's `Last-Modified` in 9999) is held as the nearest of the two, not
+    /// trapped on: such a file is mirrored with that time, and stays unchanged on the next run. The earliest is
+    /// a whole number of every precision's units, so truncating it stays in range.
+    public static let latest = FileTime(nanoseconds: .max)
+    public static let earliest = FileTime(nanoseconds: -4_611_686_018 * 2_000_000_000)
+
+    public init(seconds: Int64, nanoseconds: Int64 = 0) {
+        let (scaled, overflowed) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        let (total, overflowedAgain) = scaled.addingReportingOverflow(nanoseconds)
+        if overflowed || overflowedAgain {
+            self = seconds < 0 ? .earliest : .latest
+        } else {
+            self.nanoseconds = max(total, Self.earliest.nanoseconds)
+        }
+    }
 
     /// The modification time in a `stat` result.
     init(modificationOf info: stat) {

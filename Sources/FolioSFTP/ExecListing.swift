@@ -128,7 +128,6 @@ enum ExecListing {
             nanoseconds = digits
             for _ in fraction.prefix(9).count..<9 { nanoseconds *= 10 }
         }
-        let total = seconds * 1_000_000_000 + nanoseconds
-        return FileTime(nanoseconds: negative ? -total : total)
+        return negative ? FileTime(seconds: -seconds, nanoseconds: -nanoseconds) : FileTime(seconds: seconds, nanoseconds: nanoseconds)
     }
 }

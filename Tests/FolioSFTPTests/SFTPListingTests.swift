@@ -127,6 +127,8 @@ final class SFTPListingTests: SFTPTestCase {
         XCTAssertNil(ExecListing.parse(Array("/srv\n\u{0}f\u{0}six\u{0}1\u{0}a\u{0}folio-listing-end\u{0}".utf8)), "bad size")
         XCTAssertNil(ExecListing.parse(Array("/srv\n\u{0}f\u{0}6\u{0}1\u{0}/etc/passwd\u{0}folio-listing-end\u{0}".utf8)), "absolute path")
         XCTAssertNil(ExecListing.parse([]), "nothing at all (exec refused, or the root cannot be entered)")
+        let farOff = ExecListing.parse(Array("/srv\n\u{0}f\u{0}6\u{0}99999999999.5\u{0}a\u{0}f\u{0}6\u{0}-99999999999.5\u{0}b\u{0}folio-listing-end\u{0}".utf8))
+        XCTAssertEqual(farOff?.records.map(\.mtime), [.latest, .earliest], "times past 2262 or before 1677 are held at the nearest end")
 
         // The listing stops reading at the end marker when tar waits after it. A file named like the marker,
         // listed last, ends the output the same way: the parser tells the two apart.
