@@ -18,6 +18,10 @@ public final class Destination: Sendable {
     /// Whether large downloads are written with direct I/O here (see `DownloadSink` and
     /// `FileSystemType.takesDirectIO`).
     let takesDirectIO: Bool
+    /// How finely this filesystem keeps modification times. Where it cuts them down (FAT, exFAT, ext4 with
+    /// small inodes, many network shares), a copy's time can never equal the source's to the nanosecond, and
+    /// comparing finer than this would fetch every file again on every run.
+    public let timePrecision: TimePrecision
 
     /// Opens (and with `create`, makes) the destination and its `.folio` folders.
     public init(path: String, create: Bool) throws(SourceError) {
@@ -39,6 +43,7 @@ public final class Destination: Sendable {
         }
         var partial: Int32 = -1, trash: Int32 = -1
         var shards: [Int32] = []
+        var precision = TimePrecision.nanosecond
         if create {
             do {
                 let folio = try Self.makeFolder(in: root, name: ".folio", display: path + "/.folio")
@@ -49,18 +54,51 @@ public final class Destination: Sendable {
                     shards.append(try Self.makeFolder(in: partial, name: name, display: path + "/.folio/partial/" + name))
                 }
                 trash = try Self.makeFolder(in: folio, name: "trash", display: path + "/.folio/trash")
+                precision = Self.timePrecision(of: folio, probing: true)  // after the folders in it are made
             } catch {
                 close(root)
                 if partial >= 0 { close(partial) }
                 for fd in shards { close(fd) }
                 throw error
             }
+        } else {
+            let folio = folio_openat_dir_nofollow(root, ".folio")
+            if folio >= 0 {
+                precision = Self.timePrecision(of: folio, probing: false)
+                close(folio)
+            }
         }
+        timePrecision = precision
         rootFD = root
         takesDirectIO = FileSystemType(of: root).takesDirectIO
         partialFD = partial
         shardFDs = shards
         trashFD = trash
+    }
+
+    /// The time `timePrecision(of:probing:)` sets on `.folio`: odd seconds and nine significant digits, so what a
+    /// filesystem keeps of it shows its precision.
+    static let probeTime = FileTime(seconds: 1_000_000_001, nanoseconds: 123_456_789)
+
+    /// How finely the filesystem of the folder `folio` keeps times. Why `.folio`'s own time: it is Folio's
+    /// folder, and its time, once set to `probeTime`, stays as the filesystem kept it until an entry is added
+    /// or removed right inside it, which happens once (when `trash` or `partial` is made). So a run reads one
+    /// `fstat`, and only a first run sets the time (with `probing`; without it, an unknown time reads as
+    /// `.nanosecond`).
+    private static func timePrecision(of folio: Int32, probing: Bool) -> TimePrecision {
+        var info = stat()
+        guard fstat(folio, &info) == 0 else { return .nanosecond }
+        if !isProbe(FileTime(modificationOf: info)) {
+            guard probing else { return .nanosecond }
+            var times = [timespec(probeTime), timespec(probeTime)]
+            guard futimens(folio, &times) == 0, fstat(folio, &info) == 0, isProbe(FileTime(modificationOf: info)) else { return .nanosecond }
+        }
+        return TimePrecision(keeping: FileTime(modificationOf: info), of: probeTime)
+    }
+
+    /// Whether `time` is what a filesystem may have kept of `probeTime`.
+    private static func isProbe(_ time: FileTime) -> Bool {
+        time.seconds == probeTime.seconds || time.seconds == probeTime.seconds - 1
     }
 
     deinit {

@@ -55,19 +55,28 @@ public struct FileTime: Hashable, Comparable, Sendable, CustomStringConvertible 
 
 /// How finely a source or a filesystem records modification times.
 public enum TimePrecision: UInt8, Comparable, Sendable, CaseIterable {
-    case nanosecond = 0, microsecond, millisecond, second, twoSeconds
+    /// `tenMilliseconds` is exFAT's; `second` that of ext4 with 128-byte inodes, HFS+ and many network shares;
+    /// `twoSeconds` FAT's.
+    case nanosecond = 0, microsecond, millisecond, tenMilliseconds, second, twoSeconds
 
     public var nanoseconds: Int64 {
         switch self {
         case .nanosecond: 1
         case .microsecond: 1_000
         case .millisecond: 1_000_000
+        case .tenMilliseconds: 10_000_000
         case .second: 1_000_000_000
         case .twoSeconds: 2_000_000_000
         }
     }
 
     public static func < (lhs: TimePrecision, rhs: TimePrecision) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    /// The precision a filesystem showed by keeping `readBack` of a time set to `written`: the finest at which
+    /// the two agree (FAT, the coarsest, when none does).
+    public init(keeping readBack: FileTime, of written: FileTime) {
+        self = Self.allCases.first { FileTime.equal(written, $0, readBack, $0) } ?? .twoSeconds
+    }
 }
 
 extension Int64 {

@@ -122,7 +122,8 @@ public struct SyncEngine: Sendable {
         }
 
         let digest = TreeDigest.of(snapshot)
-        if snapshot.isComplete, !options.dryRun, try state.sourceDigest(of: name) == digest, Self.matches(snapshot, local.items) {
+        let localPrecision = destination?.timePrecision ?? .nanosecond
+        if snapshot.isComplete, !options.dryRun, try state.sourceDigest(of: name) == digest, Self.matches(snapshot, local.items, localPrecision: localPrecision) {
             report.result = .unchanged
             destination?.purgeTrash(olderThan: target.trashDays)
             return digest
@@ -132,7 +133,8 @@ public struct SyncEngine: Sendable {
         Self.sharePaths(of: &local.items, with: snapshot)
         _ = folio_return_free_pages_to_system()
         let record = try state.record(of: name, sharingPathsWith: snapshot)
-        let plan = SyncPlanner.plan(remote: snapshot, local: local.items, record: record, removalsAllowed: snapshot.isComplete)
+        let plan = SyncPlanner.plan(remote: snapshot, local: local.items, record: record, removalsAllowed: snapshot.isComplete,
+                                      localPrecision: localPrecision)
         report.withheldRemovals = plan.withheldRemovals
         report.issues += plan.skipped
         for issue in plan.skipped { events.emit(.notice(target: name, message: issue.description)) }
@@ -284,16 +286,17 @@ public struct SyncEngine: Sendable {
     }
 
     /// Whether the destination already holds exactly the snapshot (paths, kinds, sizes, mtimes at the source's
-    /// precision): with an unchanged source digest, this is a no-change run that needs no record.
-    static func matches(_ snapshot: Snapshot, _ local: [LocalItem]) -> Bool {
+    /// precision, or the destination's where coarser): with an unchanged source digest, this is a no-change run
+    /// that needs no record.
+    static func matches(_ snapshot: Snapshot, _ local: [LocalItem], localPrecision: TimePrecision) -> Bool {
         guard snapshot.entries.count == local.count else { return false }
         for (entry, item) in zip(snapshot.entries, local) {
             guard entry.path == item.path else { return false }
             switch (entry.kind, item.kind) {
             case (.file, .file):
-                guard entry.size == item.size, FileTime.equal(entry.mtime, entry.precision, item.mtime, .nanosecond) else { return false }
+                guard entry.size == item.size, FileTime.equal(entry.mtime, entry.precision, item.mtime, localPrecision) else { return false }
             case (.folder, .folder):
-                guard !entry.mtime.isKnown || FileTime.equal(entry.mtime, entry.precision, item.mtime, .nanosecond) else { return false }
+                guard !entry.mtime.isKnown || FileTime.equal(entry.mtime, entry.precision, item.mtime, localPrecision) else { return false }
             default:
                 return false
             }

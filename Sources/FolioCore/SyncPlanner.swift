@@ -12,8 +12,11 @@ public enum SyncPlanner {
     ///   - record: what the state database remembers, by path.
     ///   - removalsAllowed: false when the listing was incomplete: then nothing is removed or replaced by
     ///     another kind, and those cases are counted in `withheldRemovals`.
-    public static func plan(remote: Snapshot, local: [LocalItem], record: RecordedTree, removalsAllowed: Bool) -> SyncPlan {
-        var merge = Merge(record: record, removalsAllowed: removalsAllowed)
+    ///   - localPrecision: how finely the destination's filesystem keeps times (`Destination.timePrecision`):
+    ///     a time it cut down is not a difference.
+    public static func plan(remote: Snapshot, local: [LocalItem], record: RecordedTree, removalsAllowed: Bool,
+                            localPrecision: TimePrecision = .nanosecond) -> SyncPlan {
+        var merge = Merge(record: record, removalsAllowed: removalsAllowed, localPrecision: localPrecision)
         merge.run(remote: remote.entries, local: local)
         return merge.finish(remote: remote, local: local)
     }
@@ -23,15 +26,17 @@ public enum SyncPlanner {
 private struct Merge {
     let record: RecordedTree
     let removalsAllowed: Bool
+    let localPrecision: TimePrecision
     var plan = SyncPlan()
     /// Index in `plan.removals` of the folder whose subtree the local cursor is in, if any.
     var removingSubtree: Int?
     /// A local subtree left alone because its removal is withheld.
     var keptSubtree: RelativePath?
 
-    init(record: RecordedTree, removalsAllowed: Bool) {
+    init(record: RecordedTree, removalsAllowed: Bool, localPrecision: TimePrecision) {
         self.record = record
         self.removalsAllowed = removalsAllowed
+        self.localPrecision = localPrecision
     }
 
     mutating func run(remote: [Entry], local: [LocalItem]) {
@@ -166,13 +171,13 @@ private struct Merge {
         let recorded = record[entry.path]
         switch (entry.kind, item.kind) {
         case (.folder, .folder):
-            if entry.mtime.isKnown, !FileTime.equal(entry.mtime, entry.precision, item.mtime, .nanosecond) {
+            if entry.mtime.isKnown, !FileTime.equal(entry.mtime, entry.precision, item.mtime, localPrecision) {
                 plan.folderTimes.append(entry)
             } else if recorded == nil || recorded?.describesSameVersion(as: entry) == false || recorded?.localInode != item.inode {
                 plan.recordUpdates.append(RecordedEntry(entry, local: item))
             }
         case (.file, .file):
-            let sameShape = entry.size == item.size && FileTime.equal(entry.mtime, entry.precision, item.mtime, .nanosecond)
+            let sameShape = entry.size == item.size && FileTime.equal(entry.mtime, entry.precision, item.mtime, localPrecision)
             let leftAsWritten = recorded?.isLeftAsWritten(item) ?? false
             if sameShape {
                 if let recorded, leftAsWritten, let before = recorded.validator, let now = entry.validator, before != now {

@@ -48,4 +48,20 @@ final class FileTimeTests: XCTestCase {
         let second = await engine.run(target, source: LocalSource(rootPath: served.path), options: .init(trigger: .manual))
         XCTAssertEqual(second.result, .unchanged, second.error ?? "")
     }
+
+    func testAFilesystemsPrecisionIsReadFromWhatItKeepsOfAProbe() {
+        let probe = FileTime(seconds: 1_000_000_001, nanoseconds: 123_456_789)
+        let kept: [(FileTime, TimePrecision)] = [
+            (probe, .nanosecond),
+            (FileTime(seconds: 1_000_000_001, nanoseconds: 123_456_700), .microsecond),  // NTFS: 100 ns
+            (FileTime(seconds: 1_000_000_001, nanoseconds: 123_456_000), .microsecond),
+            (FileTime(seconds: 1_000_000_001, nanoseconds: 123_000_000), .millisecond),
+            (FileTime(seconds: 1_000_000_001, nanoseconds: 120_000_000), .tenMilliseconds),  // exFAT
+            (FileTime(seconds: 1_000_000_001), .second),  // ext4 with 128-byte inodes, HFS+
+            (FileTime(seconds: 1_000_000_000), .twoSeconds),  // FAT
+        ]
+        for (readBack, precision) in kept {
+            XCTAssertEqual(TimePrecision(keeping: readBack, of: probe), precision, "\(readBack)")
+        }
+    }
 }

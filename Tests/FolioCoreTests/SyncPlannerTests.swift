@@ -9,6 +9,8 @@ final class SyncPlannerTests: XCTestCase {
         var local: [LocalItem]
         var record: [RecordedEntry] = []
         var complete = true
+        /// How finely the destination keeps times.
+        var localPrecision = TimePrecision.nanosecond
         var expected: [String]
     }
 
@@ -80,6 +82,23 @@ final class SyncPlannerTests: XCTestCase {
                  local: [item("a", kind: .folder), item("a/b", kind: .folder), item("c", kind: .folder), item("c/d", kind: .folder), item("c/d/e")],
                  record: [rec("a", kind: .folder), rec("a/b", kind: .folder), rec("c", kind: .folder), rec("c/d", kind: .folder), rec("c/d/e")],
                  expected: ["rm a gone 2", "rm c gone 3", "mkdir n", "mkdir n/m", "mkdir n/m/o", "folder-time n/m/o", "folder-time n/m", "folder-time n"]),
+            // A destination that keeps whole seconds (ext4 with small inodes, HFS+; FAT and exFAT alike, coarser):
+            // the copy's time is the source's cut down, and that is no difference.
+            Case(name: "whole seconds here: the copy Folio wrote is unchanged",
+                 remote: [file("a", mtime: 5_000_000_123)], local: [item("a", mtime: 5_000_000_000)],
+                 record: [rec("a", mtime: 5_000_000_123, localMtime: 5_000_000_000)], localPrecision: .second, expected: ["unchanged 1"]),
+            Case(name: "nanoseconds here: the same difference is a change",
+                 remote: [file("a", mtime: 5_000_000_123)], local: [item("a", mtime: 5_000_000_000)],
+                 record: [rec("a", mtime: 5_000_000_123, localMtime: 5_000_000_000)], expected: ["get a replace"]),
+            Case(name: "whole seconds here: an existing copy is adopted",
+                 remote: [file("a", mtime: 5_000_000_123)], local: [item("a", mtime: 5_000_000_000)], localPrecision: .second,
+                 expected: ["adopt a", "unchanged 1"]),
+            Case(name: "whole seconds here: a folder's cut time stays",
+                 remote: [folder("d", mtime: 5_000_000_123)], local: [item("d", kind: .folder, mtime: 5_000_000_000)],
+                 record: [rec("d", kind: .folder, mtime: 5_000_000_123)], localPrecision: .second, expected: []),
+            Case(name: "whole seconds here: a new second at the source is a change",
+                 remote: [file("a", mtime: 6_000_000_000)], local: [item("a", mtime: 5_000_000_000)],
+                 record: [rec("a", mtime: 5_000_000_123, localMtime: 5_000_000_000)], localPrecision: .second, expected: ["get a replace"]),
         ]
         for row in cases {
             var builder = SnapshotBuilder()
@@ -88,7 +107,8 @@ final class SyncPlannerTests: XCTestCase {
             let snapshot = builder.finish()
             let record = RecordedTree(row.record)
             let local = row.local.sorted { $0.path < $1.path }
-            let plan = SyncPlanner.plan(remote: snapshot, local: local, record: record, removalsAllowed: snapshot.isComplete)
+            let plan = SyncPlanner.plan(remote: snapshot, local: local, record: record, removalsAllowed: snapshot.isComplete,
+                                        localPrecision: row.localPrecision)
             XCTAssertEqual(describe(plan), row.expected, row.name)
         }
     }
@@ -137,8 +157,9 @@ final class SyncPlannerTests: XCTestCase {
                   inode: inode ?? UInt64(abs(name.hashValue % 100_000) + 1_000))
     }
 
-    private func rec(_ name: String, kind: Entry.Kind = .file, mtime: Int64 = 100, validator: String? = nil, checksum: String? = nil) -> RecordedEntry {
-        let local = item(name, kind: kind == .folder ? .folder : .file)
+    private func rec(_ name: String, kind: Entry.Kind = .file, mtime: Int64 = 100, localMtime: Int64 = 100,
+                     validator: String? = nil, checksum: String? = nil) -> RecordedEntry {
+        let local = item(name, kind: kind == .folder ? .folder : .file, mtime: localMtime)
         return RecordedEntry(path: path(name), kind: kind, size: kind == .file ? 10 : 0, mtime: FileTime(nanoseconds: mtime),
                              validator: validator, checksum: checksum, localInode: local.inode, localMtime: local.mtime)
     }

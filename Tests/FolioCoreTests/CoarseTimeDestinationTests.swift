@@ -1,0 +1,77 @@
+@testable import FolioCore
+import FolioTestSupport
+import Foundation
+import Glibc
+import XCTest
+
+/// A destination whose filesystem keeps whole seconds (ext4 made with 128-byte inodes, as FAT, exFAT, HFS+ and
+/// many network shares keep coarse times too): a copy's time is the source's cut down. Once, every run fetched
+/// every file again and kept the previous copy in the trash, filling the disk within the trash's 30 days.
+final class CoarseTimeDestinationTests: XCTestCase {
+    var scratch: TemporaryDirectory!
+    var mountPoint: String!
+    var mounted = false
+
+    override func setUpWithError() throws {
+        guard getuid() == 0 else { throw XCTSkip("mounting a small ext4 image needs root") }
+        scratch = TemporaryDirectory("coarse-times")
+        let image = scratch.path("fs.img")
+        mountPoint = scratch.path("mnt")
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        XCTAssertTrue(FileManager.default.createFile(atPath: image, contents: nil))
+        XCTAssertEqual(truncate(image, 32 << 20), 0)
+        try LoopbackServer.run("mkfs.ext4", ["-q", "-F", "-I", "128", image])
+        do {
+            try LoopbackServer.run("mount", ["-o", "loop", image, mountPoint])
+            mounted = true
+        } catch {
+            throw XCTSkip("cannot mount a loop device here: \(error)")
+        }
+    }
+
+    override func tearDownWithError() throws {
+        // Lazily: a worker thread of the last run may still be letting go of its descriptors.
+        if mounted { try LoopbackServer.run("umount", ["--lazy", mountPoint]) }
+    }
+
+    func testTheFilesystemsPrecisionIsFoundAndKept() throws {
+        let coarse = try Destination(path: mountPoint + "/mirror", create: true)
+        XCTAssertEqual(coarse.timePrecision, .second)
+        XCTAssertEqual(try Destination(path: mountPoint + "/mirror", create: false).timePrecision, .second, "read back without setting it again")
+        XCTAssertEqual(try Destination(path: scratch.path("fine"), create: true).timePrecision, .nanosecond, "/tmp's own filesystem")
+    }
+
+    func testAMirrorThereIsUnchangedOnTheNextRunAndTheTrashStaysEmpty() async throws {
+        let served = TemporaryDirectory("coarse-source")
+        let mtime = (seconds: 1_700_000_000, nanoseconds: 123_456_789)
+        for name in ["a.txt", "docs/b.txt", "docs/deep/c.txt"] { FixtureTree.write(served.path, name, "content of \(name)", mtime: mtime) }
+        FixtureTree.setMtime(served.path("docs/deep"), mtime)
+        FixtureTree.setMtime(served.path("docs"), mtime)
+        let destination = mountPoint + "/mirror"
+        let target = TargetConfig(name: "t", source: served.path, destination: destination)
+        let engine = SyncEngine(state: MemoryStateStore(), events: EventRecorder())
+
+        let first = await engine.run(target, source: LocalSource(rootPath: served.path), options: .init(trigger: .manual))
+        XCTAssertEqual(first.result, .synced, first.error ?? "")
+        XCTAssertEqual(first.downloaded, 3)
+        var info = stat()
+        XCTAssertEqual(stat(destination + "/docs/deep/c.txt", &info), 0)
+        XCTAssertEqual(FileTime(modificationOf: info), FileTime(seconds: 1_700_000_000), "the source's time, to the second")
+
+        for _ in 0..<2 {
+            let next = await engine.run(target, source: LocalSource(rootPath: served.path), options: .init(trigger: .manual))
+            XCTAssertEqual(next.result, .unchanged, next.error ?? "")
+            XCTAssertEqual(next.downloaded + next.updated, 0)
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination + "/.folio/trash"), [])
+
+        // A copy made there by other means (cp -a keeps what the filesystem can of the times) is adopted, not fetched.
+        try LoopbackServer.run("cp", ["-a", served.path, mountPoint + "/copied"])
+        var adopting = target
+        adopting.name = "copied"
+        adopting.destination = mountPoint + "/copied"
+        let adopted = await engine.run(adopting, source: LocalSource(rootPath: served.path), options: .init(trigger: .manual))
+        XCTAssertEqual(adopted.downloaded + adopted.updated + adopted.trashed, 0, "\(adopted)")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountPoint + "/copied/.folio/trash"), [])
+    }
+}
