@@ -50,7 +50,8 @@ struct MirrorCommand: AsyncParsableCommand {
 
     /// The flags as a target, checked like a configuration file's.
     func makeTarget() throws -> TargetConfig {
-        let absolute = destination.hasPrefix("/") ? destination : FileManager.default.currentDirectoryPath + "/" + destination
+        // Lexically normal (no `.`, `..` or trailing slash), so `dst`, `./dst` and `dst/` are one target.
+        let absolute = URL(fileURLWithPath: absolutePath(destination)).standardizedFileURL.path
         let sourceText = source.contains("://") || source.hasPrefix("/") ? source : FileManager.default.currentDirectoryPath + "/" + source
         var toml = "[[target]]\nname = \"mirror\"\nsource = \(quoted(sourceText))\ndestination = \(quoted(absolute))\n"
         if let transfers { toml += "transfers = \(transfers)\n" }

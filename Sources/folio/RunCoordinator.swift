@@ -64,14 +64,14 @@ struct RunCoordinator {
         // flock blocks: off the cooperative pool.
         let lock = await Blocking.run {
             Result { () throws(TargetLock.Failure) -> TargetLock in
-                try TargetLock.acquire(target: target.name, stateDirectory: directory, wait: wait) { holder in
+                try TargetLock.acquire(target, stateDirectory: directory, wait: wait, waiting: { holder in
                     reporter.note("\(holder); waiting (use --no-wait to give up instead)")
-                }
+                }, stopped: { stopper.isStopped })
             }
         }
         switch lock {
-        case .failure(.busy(let holder)): return failed(target, holder)
-        case .failure(.io(let message)): return failed(target, message)
+        case .failure(.stopped): return failed(target, TargetLock.Failure.stopped.message, result: .interrupted)
+        case .failure(let failure): return failed(target, failure.message)
         case .success(let held):
             let progress = TransferProgress()
             reporter.watch(target: target.name, progress: progress)
@@ -118,6 +118,9 @@ final class SignalStopper: @unchecked Sendable {
         }
         self.sources = sources
     }
+
+    /// Whether a signal came.
+    var isStopped: Bool { running.withLock { $0.stopped } }
 
     /// Adds a run to stop on a signal; false when a signal already came.
     func register(_ progress: TransferProgress) -> Bool {

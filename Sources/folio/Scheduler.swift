@@ -225,14 +225,14 @@ actor Scheduler: Service {
         // open and flock: off the cooperative pool. Never waits: a busy target is retried later.
         let lock = await Blocking.run {
             Result { () throws(TargetLock.Failure) -> TargetLock in
-                try TargetLock.acquire(target: target.name, stateDirectory: directory, wait: false) { _ in }
+                try TargetLock.acquire(target, stateDirectory: directory, wait: false, waiting: { _ in })
             }
         }
         switch lock {
         case .failure(.busy(let holder)):
             return .busy(holder)
-        case .failure(.io(let message)):
-            return .ran(failedToStart(target, message))
+        case .failure(let failure):
+            return .ran(failedToStart(target, failure.message))
         case .success(let held):
             let progress = TransferProgress()
             reporter.watch(target: target.name, progress: progress)

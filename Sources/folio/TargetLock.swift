@@ -2,16 +2,33 @@ import FolioCore
 import Foundation
 import Glibc
 
-/// One run per target at a time, across processes: an exclusive `flock` on `<state-dir>/locks/<target>.lock`,
-/// shared by `folio sync --now`, `folio mirror` and the daemon. The kernel drops the lock when its holder dies,
-/// so a stale lock from a killed process is simply taken over. `Sendable`: it is taken on a dispatch queue and
-/// handed to the run; its only state is the descriptor, set once.
+/// One run per destination at a time, across processes: an exclusive `flock` on
+/// `<state-dir>/locks/<destination>.lock`, shared by `folio sync --now`, `folio mirror` and the daemon. The kernel
+/// drops the lock when its holder dies, so a stale lock from a killed process is simply taken over.
+///
+/// Why the destination and not the target's name: `folio mirror SRC dst` and `… ./dst/`, a target of another
+/// config file, or a target renamed by SIGHUP while its run goes on all write into one folder, and two runs in
+/// one folder take each other's partial files away. The key is the folder's real path (symlinks resolved as far
+/// as the path exists), so two spellings of one folder share a lock.
+///
+/// `Sendable`: it is taken on a dispatch queue and handed to the run; its only state is the descriptor, set once.
 final class TargetLock: Sendable {
     private let fd: Int32
 
     enum Failure: Error {
         case busy(String)
         case io(String)
+        /// A stop (SIGINT, SIGTERM) came while waiting.
+        case stopped
+
+        /// The one line a user reads.
+        var message: String {
+            switch self {
+            case .busy(let holder): holder
+            case .io(let message): message
+            case .stopped: "stopped while waiting for the other run"
+            }
+        }
     }
 
     private init(fd: Int32) { self.fd = fd }
@@ -21,53 +38,78 @@ final class TargetLock: Sendable {
         close(fd)
     }
 
-    /// Takes the lock; with `wait`, blocks until the holder is done (calling `waiting` once with who holds it).
-    /// Blocking: call it off the cooperative pool.
-    static func acquire(target: String, stateDirectory: String, wait: Bool, waiting: (String) -> Void) throws(Failure) -> TargetLock {
+    /// Takes the lock for `target`'s destination; with `wait`, waits until the holder is done (calling `waiting`
+    /// once with who holds it), polling so that `stopped` can end the wait. Blocking: call it off the
+    /// cooperative pool.
+    static func acquire(_ target: TargetConfig, stateDirectory: String, wait: Bool, waiting: (String) -> Void,
+                        stopped: () -> Bool = { false }) throws(Failure) -> TargetLock {
         let folder = stateDirectory + "/locks"
         mkdir(folder, 0o700)
-        let file = folder + "/" + fileName(for: target)
+        let file = folder + "/" + fileName(for: realPath(target.destination))
         let fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw .io("cannot open lock file \(file): \(String(cString: strerror(errno))); check the state directory's permissions") }
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            let holder = describeHolder(fd: fd, target: target)
+            let holder = describeHolder(fd: fd, destination: target.destination)
             guard wait else {
                 close(fd)
                 throw .busy(holder)
             }
             waiting(holder)
-            while flock(fd, LOCK_EX) != 0 {
-                guard errno == EINTR else {
+            while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+                guard errno == EWOULDBLOCK || errno == EINTR else {
                     close(fd)
                     throw .io("cannot lock \(file): \(String(cString: strerror(errno)))")
                 }
+                if stopped() {
+                    close(fd)
+                    throw .stopped
+                }
+                usleep(100_000)
             }
         }
-        let note = "\(getpid()) \(Int(Date().timeIntervalSince1970))\n"
+        let note = "\(getpid()) \(Int(Date().timeIntervalSince1970)) \(target.name)\n"
         ftruncate(fd, 0)
         _ = note.withCString { pwrite(fd, $0, strlen($0), 0) }
         return TargetLock(fd: fd)
     }
 
-    /// "target photos is being synced by pid 812 (started 12:03:11)".
-    private static func describeHolder(fd: Int32, target: String) -> String {
-        var buffer = [UInt8](repeating: 0, count: 64)
+    /// "target photos is being synced by pid 812 (started 12:03:11)": the holder's target, which may be another
+    /// name for the same folder ("… into /srv/photos" then says which).
+    private static func describeHolder(fd: Int32, destination: String) -> String {
+        var buffer = [UInt8](repeating: 0, count: 4_096)
         let count = pread(fd, &buffer, buffer.count, 0)
-        let parts = String(decoding: buffer.prefix(max(0, count)), as: UTF8.self).split(whereSeparator: \.isWhitespace)
-        guard parts.count == 2, let pid = Int(parts[0]), let started = TimeInterval(parts[1]) else {
-            return "target \(target) is being synced by another folio process"
+        let line = String(decoding: buffer.prefix(max(0, count)), as: UTF8.self).split(separator: "\n").first ?? ""
+        let parts = line.split(separator: " ", maxSplits: 2)
+        guard parts.count == 3, let pid = Int(parts[0]), let started = TimeInterval(parts[1]) else {
+            return "\(destination) is being synced by another folio process"
         }
         let formatter = DateFormatter()
         formatter.dateFormat = "HH:mm:ss"
-        return "target \(target) is being synced by pid \(pid) (started \(formatter.string(from: Date(timeIntervalSince1970: started))))"
+        return "target \(parts[2]) is being synced by pid \(pid) (started \(formatter.string(from: Date(timeIntervalSince1970: started))))"
+            + " into \(destination)"
     }
 
-    /// Target names are file-safe; `folio mirror` names (which hold a path) are hashed.
-    private static func fileName(for target: String) -> String {
-        if ConfigNames.isSafe(target) { return target + ".lock" }
+    /// The real path of `path`: symlinks resolved in the part that exists, `.` and `..` in the rest.
+    static func realPath(_ path: String) -> String {
+        var existing = URL(fileURLWithPath: path).standardizedFileURL
+        var rest: [String] = []
+        while existing.path != "/" {
+            if let resolved = realpath(existing.path, nil) {
+                defer { free(resolved) }
+                return ([String(cString: resolved)] + rest).joined(separator: "/").replacingOccurrences(of: "//", with: "/")
+            }
+            rest.insert(existing.lastPathComponent, at: 0)
+            existing.deleteLastPathComponent()
+        }
+        return "/" + rest.joined(separator: "/")
+    }
+
+    /// A file-safe name for a folder's path: a hash, with the folder's own name for people reading `locks/`.
+    private static func fileName(for destination: String) -> String {
         var digest = TreeDigest()
-        digest.add(Array(target.utf8))
-        return "mirror-" + String(digest.value, radix: 16) + ".lock"
+        digest.add(Array(destination.utf8))
+        let name = String(URL(fileURLWithPath: destination).lastPathComponent.filter { ConfigNames.isSafe(String($0)) }.prefix(40))
+        return (name.isEmpty ? "" : name + "-") + String(digest.value, radix: 16) + ".lock"
     }
 }
 

@@ -247,6 +247,21 @@ final class DaemonTests: XCTestCase {
         eventually(20, "the manual run waiting") { waiting.log.contains("target docs is being synced by pid \(daemon.pid)") && waiting.log.contains("waiting") }
         XCTAssertNil(waiting.waitForExit(seconds: 1), "it waits while the daemon holds the lock")
 
+        // The same folder by another name (`folio mirror` into it, spelt with a trailing slash) shares the lock.
+        let other = try DaemonProcess.runToEnd(["mirror", "--no-wait", scratch.path("src-docs"), dst + "/"], environment: environment,
+                                               logPath: scratch.path("other.log"))
+        XCTAssertEqual(other.status, 1, other.output)
+        XCTAssertTrue(other.output.contains("target docs is being synced by pid \(daemon.pid) (started "), other.output)
+        XCTAssertTrue(other.output.contains(" into \(dst)"), other.output)
+
+        // SIGTERM ends a wait for the lock (a systemd stop must not hang until the other run ends).
+        let stopping = try DaemonProcess(["sync", "--now", "docs", "--config", configPath], environment: environment, logPath: scratch.path("stopping.log"))
+        children.append(stopping)
+        eventually(20, "a second manual run waiting") { stopping.log.contains("waiting") }
+        stopping.signal(SIGTERM)
+        XCTAssertEqual(stopping.waitForExit(seconds: 10), 1, stopping.log)
+        XCTAssertTrue(stopping.log.contains("docs: interrupted after 0 files, 0 B"), stopping.log)
+
         daemon.signal(SIGCONT)
         terminate(daemon)
         XCTAssertEqual(waiting.waitForExit(seconds: 120), 0, waiting.log)
