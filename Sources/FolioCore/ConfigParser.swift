@@ -272,18 +272,3 @@ public enum DurationText {
         return "\(seconds / 86_400)d"
     }
 }
-
-/// Lexical path helpers for configuration checks (no filesystem access).
-enum PathText {
-    static func normalized(_ path: String) -> String {
-        var parts: [Substring] = []
-        for part in path.split(separator: "/") where part != "." {
-            if part == ".." { _ = parts.popLast() } else { parts.append(part) }
-        }
-        return "/" + parts.joined(separator: "/")
-    }
-
-    static func isWithin(_ path: String, _ folder: String) -> Bool {
-        path == folder || folder == "/" || path.hasPrefix(folder + "/")
-    }
-}

@@ -45,7 +45,7 @@ final class TargetLock: Sendable {
                         stopped: () -> Bool = { false }) throws(Failure) -> TargetLock {
         let folder = stateDirectory + "/locks"
         mkdir(folder, 0o700)
-        let file = folder + "/" + fileName(for: realPath(target.destination))
+        let file = folder + "/" + fileName(for: PathText.real(target.destination))
         let fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw .io("cannot open lock file \(file): \(String(cString: strerror(errno))); check the state directory's permissions") }
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
@@ -87,21 +87,6 @@ final class TargetLock: Sendable {
         formatter.dateFormat = "HH:mm:ss"
         return "target \(parts[2]) is being synced by pid \(pid) (started \(formatter.string(from: Date(timeIntervalSince1970: started))))"
             + " into \(destination)"
-    }
-
-    /// The real path of `path`: symlinks resolved in the part that exists, `.` and `..` in the rest.
-    static func realPath(_ path: String) -> String {
-        var existing = URL(fileURLWithPath: path).standardizedFileURL
-        var rest: [String] = []
-        while existing.path != "/" {
-            if let resolved = realpath(existing.path, nil) {
-                defer { free(resolved) }
-                return ([String(cString: resolved)] + rest).joined(separator: "/").replacingOccurrences(of: "//", with: "/")
-            }
-            rest.insert(existing.lastPathComponent, at: 0)
-            existing.deleteLastPathComponent()
-        }
-        return "/" + rest.joined(separator: "/")
     }
 
     /// A file-safe name for a folder's path: a hash, with the folder's own name for people reading `locks/`.

@@ -1,3 +1,4 @@
+import FolioCore
 import FolioTestSupport
 import Foundation
 import Glibc
@@ -123,6 +124,23 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(outcome.status, 1)
         XCTAssertEqual(outcome.stderrLines, ["mirror:\(work.path("dst")): failed: destination \(work.path("dst")) is a file, not a folder; move the file aside or point the target at a folder"])
         XCTAssertEqual(try String(contentsOfFile: work.path("dst"), encoding: .utf8), "mine")
+    }
+
+    /// Through a symlink, a destination inside its source passes the configuration's check of the paths' text; it
+    /// would copy itself one level deeper on every run. It is refused before anything is written.
+    func testADestinationInsideItsSourceThroughASymlinkIsRefusedInOneLine() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        symlink(work.path("src"), work.path("link"))
+        let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("link/mirror")], environment: environment)
+        XCTAssertEqual(outcome.status, 1)
+        let real = PathText.real(work.path("src"))
+        XCTAssertEqual(outcome.stderrLines, ["mirror:\(work.path("link/mirror")): failed: destination \(work.path("link/mirror")) is inside its source \(work.path("src")) (both are in \(real)); choose a destination outside it"])
+        XCTAssertEqual(FixtureTree.listing(work.path("src")), ["a.txt"])
+
+        symlink(work.path(""), work.path("up"))
+        let reverse = FolioBinary.run(["mirror", work.path("src"), work.path("up")], environment: environment)
+        XCTAssertEqual(reverse.status, 1)
+        XCTAssertEqual(reverse.stderrLines, ["mirror:\(work.path("up")): failed: source \(work.path("src")) is inside its destination \(work.path("up")) (both are in \(PathText.real(work.path("")))); choose a destination outside it"])
     }
 
     /// libcurl and libssh2 are loaded only when a target needs them: with broken copies first on the library path,

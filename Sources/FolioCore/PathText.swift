@@ -1,0 +1,36 @@
+import Foundation
+import Glibc
+
+/// Path helpers for the checks that keep a destination and its source apart.
+public enum PathText {
+    /// `path` made absolute-looking without `.`, `..` or repeated slashes, by its text alone (for configuration
+    /// checks, which must not depend on what exists yet).
+    public static func normalized(_ path: String) -> String {
+        var parts: [Substring] = []
+        for part in path.split(separator: "/") where part != "." {
+            if part == ".." { _ = parts.popLast() } else { parts.append(part) }
+        }
+        return "/" + parts.joined(separator: "/")
+    }
+
+    /// Whether `path` is `folder` or below it (both normalized).
+    public static func isWithin(_ path: String, _ folder: String) -> Bool {
+        path == folder || folder == "/" || path.hasPrefix(folder + "/")
+    }
+
+    /// The real path of `path` (relative to the working folder): symlinks resolved in the part that exists, the
+    /// rest normalized by its text. Two spellings of one folder, through links or not, give one answer.
+    public static func real(_ path: String) -> String {
+        var existing = URL(fileURLWithPath: path).standardizedFileURL.path
+        var rest: [Substring] = []
+        while true {
+            if let resolved = realpath(existing, nil) {
+                defer { free(resolved) }
+                return normalized(([Substring(String(cString: resolved))] + rest).joined(separator: "/"))
+            }
+            guard existing != "/", let slash = existing.lastIndex(of: "/") else { return normalized(existing) }
+            rest.insert(existing[existing.index(after: slash)...], at: 0)
+            existing = slash == existing.startIndex ? "/" : String(existing[..<slash])
+        }
+    }
+}
