@@ -7,7 +7,7 @@ struct ConfigParser {
     static let globalKeys = ["state-dir", "parallel-targets", "log-level"]
     /// Keys a target may set, that may also stand at the top level as a default for every target.
     static let defaultableKeys = ["transfers", "interval", "max-delete", "trash-days", "timeout", "symlinks", "known-hosts"]
-    static let targetKeys = ["name", "source", "destination", "mode", "enabled", "exclude", "on-change",
+    static let targetKeys = ["name", "source", "destination", "mode", "enabled", "exclude", "on-change", "on-change-timeout",
                              "identity", "passphrase-file", "password-file", "webdav", "username", "token-file",
                              "ca-file", "insecure-tls", "requests-per-second", "connections"] + defaultableKeys
 
@@ -111,6 +111,12 @@ struct ConfigParser {
                 throw error(key, "on-change is a command as a list starting with an absolute path, e.g. [\"/usr/local/bin/refresh\", \"{target}\"]")
             }
             target.onChange = command
+        case "on-change-timeout":
+            let text = try string(key, hint: "write it with a unit, e.g. on-change-timeout = \"15m\"")
+            guard let seconds = DurationText.seconds(text), seconds >= 1 else {
+                throw error(key, "on-change-timeout \"\(text)\" is not a duration; write e.g. \"90s\", \"15m\" or \"2h\"")
+            }
+            target.onChangeTimeout = seconds
         case "identity": target.sourceSettings.identity = try absolutePath(key)
         case "passphrase-file": target.sourceSettings.passphraseFile = try secretPath(key)
         case "password-file": target.sourceSettings.passwordFile = try secretPath(key)

@@ -33,6 +33,9 @@ public struct TargetConfig: Sendable, Equatable {
     public var timeout: Int = 30
     /// A command run after a run that changed something; `{target}` is replaced by the target's name.
     public var onChange: [String] = []
+    /// Seconds `onChange` may run before it is stopped: the target's schedule waits for it, so a hook that hangs
+    /// must not hold the target back for good.
+    public var onChangeTimeout: Int = 900
     public var sourceSettings = SourceSettings()
 
     /// Downloads at once when `transfers` is unset and the link is near (or unknown).

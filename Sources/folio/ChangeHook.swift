@@ -12,6 +12,8 @@ struct ChangeHook: Sendable {
     /// The command as configured, `{target}` still in it.
     let command: [String]
     let target: String
+    /// Seconds the command may run before it is stopped (`on-change-timeout`).
+    let timeLimit: Int
 
     /// The argument vector with `{target}` replaced by the target's name.
     var arguments: [String] { command.map { $0.replacingOccurrences(of: "{target}", with: target) } }
@@ -33,6 +35,17 @@ struct ChangeHook: Sendable {
         // another process). The waiter reaps under the lock after setting `reaped`; signals are sent under the
         // same lock only while it is false.
         let reaped = Locked(false)
+        // A hook past its time: SIGTERM, then SIGKILL if it lingers. Why: the target's next run waits for it.
+        let target = self.target, limit = timeLimit
+        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(limit)) {
+            let running = reaped.withLock { !$0 }
+            guard running else { return }
+            logger.warning("\(target): on-change hook \(arguments[0]) still running after \(DurationText.describe(seconds: limit)) (on-change-timeout); stopping it")
+            Self.signal(pid, SIGTERM, unless: reaped)
+            DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(Self.killAfterSeconds)) {
+                Self.signal(pid, SIGKILL, unless: reaped)
+            }
+        }
         let status: Int32 = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 // Writing to a pipe and waiting for a child block: on a dispatch thread, never on the cooperative pool.

@@ -207,7 +207,8 @@ actor Scheduler: Service {
             statusQueue.async { try? database.setProgress(target: target.name, daemonPID: pid, nil) }
             // A shutdown skips the hook: the next run's changes will run it.
             if !target.onChange.isEmpty, !report.changedPaths.isEmpty, !Task.isCancelled {
-                await ChangeHook(command: target.onChange, target: target.name).run(changedPaths: report.changedPaths, logger: reporter.logger)
+                await ChangeHook(command: target.onChange, target: target.name, timeLimit: target.onChangeTimeout)
+                    .run(changedPaths: report.changedPaths, logger: reporter.logger)
             }
         }
         await finished(target.name, outcome)

@@ -408,6 +408,25 @@ final class DaemonTests: XCTestCase {
         XCTAssertEqual(kill(hookPID, 0), -1, "no hook left behind")
     }
 
+    /// A hook that hangs is stopped at `on-change-timeout`, and the target's schedule goes on: the next change
+    /// is synced (and runs the hook again).
+    func testAHookPastItsTimeoutIsStoppedAndTheScheduleGoesOn() throws {
+        FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
+        let starts = scratch.path("hook-starts")
+        let hook = "echo started >> \(starts); trap '' TERM; while :; do sleep 0.1; done"
+        writeConfig(target("docs", extra: "on-change = [\"/bin/sh\", \"-c\", \"\(hook)\"]\non-change-timeout = \"1s\""))
+        let daemon = try startDaemon()
+        eventually(20, "the hung hook stopped") {
+            daemon.log.contains("docs: on-change hook /bin/sh still running after 1s (on-change-timeout); stopping it")
+                && daemon.log.contains("docs: on-change hook /bin/sh was killed by signal 9")
+        }
+        FixtureTree.write(scratch.path("src-docs"), "b.txt", "second")
+        eventually(30, "the next change synced and the hook started again") {
+            text(scratch.path("dst-docs/b.txt")) == "second" && text(starts) == "started\nstarted\n"
+        }
+        terminate(daemon)
+    }
+
     func testParallelTargetsCapsHowManyRunAtOnce() throws {
         let names = ["alpha", "beta", "gamma"]
         let size: Int64 = 256 << 20
