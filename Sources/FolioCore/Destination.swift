@@ -517,6 +517,10 @@ public final class Destination: Sendable {
         case ENOSPC, EDQUOT: fix = "; free some space on the destination's disk"
         case EACCES, EPERM: fix = "; make the destination writable by the user running folio"
         case EROFS: fix = "; the destination's filesystem is mounted read-only"
+        case EXDEV:
+            // Only a rename across filesystems gives EXDEV here: a folder of the destination is a mount point, and
+            // Folio's partial files and trash (in `.folio`, on the root's filesystem) cannot be renamed into it.
+            fix = "; a folder on the way is another filesystem mounted inside the destination: make that folder a target of its own, or exclude it"
         default: fix = ""
         }
         return SourceError(.localIO, "\(what): \(reason)\(fix)", path: path, underlying: "errno \(code)", isRetryable: false)

@@ -143,6 +143,21 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(reverse.stderrLines, ["mirror:\(work.path("up")): failed: source \(work.path("src")) is inside its destination \(work.path("up")) (both are in \(PathText.real(work.path("")))); choose a destination outside it"])
     }
 
+    /// A folder of the destination that is another filesystem's mount point cannot take files renamed from
+    /// `.folio/partial`: its files fail with a line that says why and what to do; the rest is mirrored.
+    func testAMountPointInsideTheDestinationFailsItsFilesWithAHint() throws {
+        guard getuid() == 0 else { throw XCTSkip("mounting a tmpfs needs root") }
+        FixtureTree.write(work.path("src"), "b.txt", "b")
+        FixtureTree.write(work.path("src"), "sub/a.txt", "a")
+        FixtureTree.makeFolder(work.path("dst"), "sub")
+        try LoopbackServer.run("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", work.path("dst/sub")])
+        defer { _ = try? LoopbackServer.run("umount", ["--lazy", work.path("dst/sub")]) }
+        let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment)
+        XCTAssertEqual(outcome.status, 3, "\(outcome.stderrLines)")
+        XCTAssertEqual(outcome.stderrLines, ["mirror:\(work.path("dst")): cannot move sub/a.txt into place: Invalid cross-device link; a folder on the way is another filesystem mounted inside the destination: make that folder a target of its own, or exclude it"])
+        XCTAssertEqual(try String(contentsOfFile: work.path("dst/b.txt"), encoding: .utf8), "b")
+    }
+
     /// libcurl and libssh2 are loaded only when a target needs them: with broken copies first on the library path,
     /// a local mirror still works, and an HTTP or SFTP one fails in one line naming the library and the package
     /// (not with the connection error port 9 would give).
