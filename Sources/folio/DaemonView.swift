@@ -40,7 +40,7 @@ struct DaemonView {
     }
 
     /// Whether a process exists (EPERM: it does, owned by another user such as `folio`).
-    private static func isAlive(_ pid: Int32) -> Bool {
+    static func isAlive(_ pid: Int32) -> Bool {
         pid > 0 && (kill(pid, 0) == 0 || errno == EPERM)
     }
 }

@@ -33,7 +33,14 @@ struct StatusCommand: ParsableCommand {
             FileHandle.standardError.write(Data("folio: \(error.message)\n".utf8))
             throw ExitStatus.runFailed.exitCode
         }
-        let runs = try database.lastRuns()
+        // A run whose process is gone (kill -9, a crash, a power cut) never recorded its end: it was interrupted.
+        let runs = try database.lastRuns().mapValues { run in
+            guard run.result == "running", let pid = run.pid, !DaemonView.isAlive(pid) else { return run }
+            var ended = run
+            ended.result = "interrupted"
+            ended.error = "its process (pid \(pid)) ended before the run did; the next run resumes"
+            return ended
+        }
         let schedules = try database.schedules()
         var names = loaded?.targets.map(\.name) ?? []
         names += runs.keys.filter { !names.contains($0) }.sorted()

@@ -92,6 +92,12 @@ final class MirrorEndToEndTests: XCTestCase {
             present[path] = UInt64(info.st_ino)
         }
         XCTAssertLessThan(present.count, count)
+        // The killed run never recorded its end: status says it was interrupted, not that it still runs.
+        let status = FolioBinary.run(["status"], environment: environment)
+        let pid = running.process.processIdentifier
+        XCTAssertTrue(status.stdout.contains("mirror:\(work.path("dst")): interrupted at "), status.stdout)
+        XCTAssertTrue(status.stdout.contains(" — its process (pid \(pid)) ended before the run did; the next run resumes"), status.stdout)
+        XCTAssertFalse(status.stdout.contains("running"), status.stdout)
 
         let rerun = FolioBinary.run(["mirror", work.path("src"), work.path("dst"), "--json"], environment: environment)
         XCTAssertEqual(rerun.status, 0, rerun.stderr)
