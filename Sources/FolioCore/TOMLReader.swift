@@ -158,7 +158,10 @@ struct TOMLReader {
             let word = String(decoding: bytes[start..<index], as: UTF8.self)
             let digits = word.replacingUnderscores()
             if let integer = Int64(digits) { return .integer(integer) }
-            if digits.contains("."), let float = Double(digits) { return .float(float) }
+            // A float has a fraction or an exponent (`2.5`, `1e-05`, as `folio mirror` writes a small rate).
+            if digits.contains(where: { $0 == "." || $0 == "e" || $0 == "E" }), let float = Double(digits), float.isFinite {
+                return .float(float)
+            }
             if word.isEmpty { throw fail("expected a value") }
             throw fail("unknown value \(word); strings need quotes: \"\(word)\"")
         }

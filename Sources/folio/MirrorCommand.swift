@@ -19,10 +19,12 @@ struct MirrorCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Write NDJSON events, one object per line.") var json = false
     @Flag(name: .long, help: "Allow a run past the max-delete and empty-source guards.") var force = false
     @Flag(name: .long, help: "Exit 1 at once if another folio process is syncing DEST.") var noWait = false
-    @Option(name: .long, help: "Parallel downloads (default: 4, or 8 from a server 5 ms or more away).") var transfers: Int?
-    @Option(name: .long, help: "Seconds a network operation may take.") var timeout: Int = 30
-    @Option(name: .long, help: "Most entries a run may remove: a count or a percentage like 50%.") var maxDelete: String = "50%"
-    @Option(name: .long, help: "Days to keep removed files in DEST/.folio/trash (0 deletes them).") var trashDays: Int = 30
+    // Numbers are parsed unconditionally: a negative one then gets the configuration's one-line answer, not
+    // argument-parser's "missing value" and usage text.
+    @Option(name: .long, parsing: .unconditional, help: "Parallel downloads (default: 4, or 8 from a server 5 ms or more away).") var transfers: Int?
+    @Option(name: .long, parsing: .unconditional, help: "Seconds a network operation may take.") var timeout: Int = 30
+    @Option(name: .long, parsing: .unconditional, help: "Most entries a run may remove: a count or a percentage like 50%.") var maxDelete: String = "50%"
+    @Option(name: .long, parsing: .unconditional, help: "Days to keep removed files in DEST/.folio/trash (0 deletes them).") var trashDays: Int = 30
     @Option(name: .long, help: "Leave out matching entries (repeatable glob).") var exclude: [String] = []
     @Option(name: .long, help: "Symbolic links on the source: skip or follow (inside the source only).") var symlinks: String = "skip"
     @Option(name: .long, help: "SFTP: private key file (ed25519 or ECDSA).") var identity: String?
@@ -34,8 +36,8 @@ struct MirrorCommand: AsyncParsableCommand {
     @Option(name: .long, help: "HTTPS: extra CA certificate (PEM) to trust.") var caFile: String?
     @Flag(name: .long, help: "HTTPS: do not verify certificates (warned about on every run).") var insecureTLS = false
     @Option(name: .long, help: "HTTP: auto, true or false.") var webdav: String = "auto"
-    @Option(name: .long, help: "HTTP: at most this many requests per second.") var requestsPerSecond: Double?
-    @Option(name: .long, help: "HTTP: at most this many requests in flight to the server (default 16).") var connections: Int?
+    @Option(name: .long, parsing: .unconditional, help: "HTTP: at most this many requests per second.") var requestsPerSecond: Double?
+    @Option(name: .long, parsing: .unconditional, help: "HTTP: at most this many requests in flight to the server (default 16).") var connections: Int?
 
     func run() async throws {
         let target = try makeTarget()

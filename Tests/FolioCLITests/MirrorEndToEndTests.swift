@@ -188,6 +188,19 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(sftp.stderrLines, ["mirror:\(work.path("sftp")): failed: cannot load libssh2, which SFTP needs (\(work.path("libs"))/libssh2.so.1: invalid ELF header); install the libssh2-1 package"])
     }
 
+    /// A negative number for a numeric flag is the flag's value, answered in one line (exit 2), not taken for an
+    /// unknown option with usage text.
+    func testANegativeNumberForAFlagGetsOneLine() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        for (flag, line) in [("--trash-days", "folio: trash-days must be a whole number from 0 to 36500"),
+                             ("--transfers", "folio: transfers must be a whole number from 1 to 64")] {
+            let outcome = FolioBinary.run(["mirror", flag, "-1", work.path("src"), work.path("dst")], environment: environment)
+            XCTAssertEqual(outcome.status, 2, flag)
+            XCTAssertEqual(outcome.stderrLines, [line])
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst")))
+    }
+
     func testABadConfigNamesFileAndLine() throws {
         FixtureTree.write(work.path(""), "folio.toml", "[[target]]\nname = \"a\"\nsorce = \"/x\"\n")
         let outcome = FolioBinary.run(["sync", "--now", "--config", work.path("folio.toml")], environment: environment)

@@ -50,6 +50,12 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(config.targets[1].sourceSettings.requestsPerSecond, 2.5)
         XCTAssertEqual(config.targets[1].sourceSettings.connections, 4)
         XCTAssertNil(config.targets[0].sourceSettings.connections)
+
+        // Floats with an exponent, as TOML allows (and as `folio mirror --requests-per-second 0.00001` writes one).
+        for (text, rate) in [("1e-05", 0.00001), ("2.5E1", 25.0), ("5e0", 5.0)] {
+            let small = try Config.parse("[[target]]\nname = \"t\"\nsource = \"https://example.org/\"\ndestination = \"/srv/t\"\nrequests-per-second = \(text)\n", file: "f.toml")
+            XCTAssertEqual(small.targets[0].sourceSettings.requestsPerSecond, rate, text)
+        }
     }
 
     /// Every mistake names file:line, the key, and what to write instead.
