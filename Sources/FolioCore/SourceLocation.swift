@@ -51,7 +51,14 @@ public struct SourceLocation: Sendable, Equatable, CustomStringConvertible {
         if host.hasPrefix("[") {
             guard let close = host.firstIndex(of: "]") else { throw ParseError(message: "source host \(host) has an unclosed [") }
             let after = host[host.index(after: close)...]
-            if after.hasPrefix(":") { port = Int(after.dropFirst()) ; if port == nil { throw ParseError(message: "bad port in \(text)") } }
+            if after.hasPrefix(":") {
+                guard let number = Int(after.dropFirst()), (1...65_535).contains(number) else {
+                    throw ParseError(message: "bad port in \(text); write [address]:port with a number from 1 to 65535")
+                }
+                port = number
+            } else if !after.isEmpty {
+                throw ParseError(message: "source host \(host) has text after its ]; write [address]:port")
+            }
             host = String(host[host.index(after: host.startIndex)..<close])
         } else if let colon = host.lastIndex(of: ":") {
             guard let number = Int(host[host.index(after: colon)...]), (1...65_535).contains(number) else {

@@ -106,5 +106,13 @@ final class ConfigTests: XCTestCase {
         XCTAssertThrowsError(try SourceLocation(parsing: "sftp://h/a%2Fb"))
         XCTAssertThrowsError(try SourceLocation(parsing: "ftp://h/x"))
         XCTAssertThrowsError(try SourceLocation(parsing: "relative/path"))
+        XCTAssertEqual(try SourceLocation(parsing: "sftp://[::1]:2222/srv").kind, .sftp(user: nil, host: "::1", port: 2222, path: "/srv"))
+        for (text, message) in [("sftp://[::1]:99999/x", "bad port in sftp://[::1]:99999/x; write [address]:port with a number from 1 to 65535"),
+                                ("sftp://[::1]:0/x", "bad port in sftp://[::1]:0/x; write [address]:port with a number from 1 to 65535"),
+                                ("sftp://[::1]x/y", "source host [::1]x has text after its ]; write [address]:port")] {
+            XCTAssertThrowsError(try SourceLocation(parsing: text), text) { error in
+                XCTAssertEqual((error as? SourceLocation.ParseError)?.message, message)
+            }
+        }
     }
 }
