@@ -137,7 +137,7 @@ public final class DownloadSink {
     }
 
     private func writeError(_ code: Int32) -> SourceError {
-        SourceError(.localIO, "cannot write the partial file for \(path): \(String(cString: strerror(code)))", path: path, underlying: "errno \(code)")
+        Destination.error(code, "cannot write the partial file for \(path)", path: path)
     }
 
     /// Accounts for bytes a source wrote to `fileDescriptor` itself (with `copy_file_range`, say).

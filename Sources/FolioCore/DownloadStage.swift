@@ -227,24 +227,24 @@ struct DownloadStage: Sendable {
                     interrupted = (index, sourceError)
                     continue
                 }
-                record(sourceError, for: download, in: outcome)
-                switch sourceError.code {
-                case .authentication, .cancelled:
+                let failsRun = switch sourceError.code {
+                case .authentication, .cancelled: true
+                case .localIO: sourceError.underlying == "errno \(ENOSPC)" || sourceError.underlying == "errno \(EDQUOT)"
+                default: false
+                }
+                // An error that ends the run is said once, by the run's own line, not also as this file's.
+                record(sourceError, for: download, in: outcome, announce: !failsRun)
+                if failsRun {
                     outcome.withLock { if $0.runError == nil { $0.runError = sourceError } }
                     return
-                case .localIO where sourceError.underlying == "errno \(ENOSPC)" || sourceError.underlying == "errno \(EDQUOT)":
-                    outcome.withLock { if $0.runError == nil { $0.runError = sourceError } }
-                    return
-                default:
-                    break
                 }
             }
         }
     }
 
     /// Reports one file that could not be fetched or installed, keeping its partial file for the next run.
-    private func record(_ error: SourceError, for download: SyncPlan.Download, in outcome: Locked<Outcome>) {
-        events.emit(.fileFailed(target: target, path: download.entry.path, message: error.message))
+    private func record(_ error: SourceError, for download: SyncPlan.Download, in outcome: Locked<Outcome>, announce: Bool = true) {
+        if announce { events.emit(.fileFailed(target: target, path: download.entry.path, message: error.message)) }
         outcome.withLock { result in
             result.failures.append((download.entry.path, error.message))
             result.keepPartials.insert(Destination.partialName(for: download.entry))

@@ -30,7 +30,8 @@ enum Summary {
                 lines.append("\(name): \(parts.joined(separator: ", ")), \(ByteCount.format(report.bytes)) in \(time)")
             }
         }
-        if !report.failures.isEmpty {
+        // A run that failed on a file's error (a full disk) has said it on its own line.
+        if !report.failures.isEmpty, !(report.result == .failed && report.failures[0].message == report.error) {
             let first = report.failures[0]
             lines.append("\(name): \(report.failures.count) failed, retried next run; first: \(first.message)")
         }

@@ -188,6 +188,19 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(sftp.stderrLines, ["mirror:\(work.path("sftp")): failed: cannot load libssh2, which SFTP needs (\(work.path("libs"))/libssh2.so.1: invalid ELF header); install the libssh2-1 package"])
     }
 
+    /// A full disk fails the run in one line that says what to do, and leaves no file half-written under its name.
+    func testAFullDiskFailsTheRunInOneLine() throws {
+        guard getuid() == 0 else { throw XCTSkip("mounting a tmpfs needs root") }
+        FixtureTree.write(work.path("src"), "big.bin", FixtureTree.bytes(count: 3 << 20, seed: 5))
+        FixtureTree.makeFolder(work.path("dst"), "")
+        try LoopbackServer.run("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", work.path("dst")])
+        defer { _ = try? LoopbackServer.run("umount", ["--lazy", work.path("dst")]) }
+        let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment)
+        XCTAssertEqual(outcome.status, 1)
+        XCTAssertEqual(outcome.stderrLines, ["mirror:\(work.path("dst")): failed: cannot write the partial file for big.bin: No space left on device; free some space on the destination's disk"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/big.bin")))
+    }
+
     /// A negative number for a numeric flag is the flag's value, answered in one line (exit 2), not taken for an
     /// unknown option with usage text.
     func testANegativeNumberForAFlagGetsOneLine() throws {
