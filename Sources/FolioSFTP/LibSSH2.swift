@@ -47,22 +47,18 @@ enum LibSSH2 {
         guard let session = folio_ssh2_session_init(nil) else { throw LibSSH2Error(code: LIBSSH2_ERROR_ALLOC, message: "libssh2_session_init failed") }
         libssh2_session_set_blocking(session, 1)
         folio_ssh2_acknowledge_at_once(session)
-        // Why: blocking libssh2 calls otherwise wait forever on a silent server.
+        // Why: blocking libssh2 calls otherwise wait forever on a silent server. Why no libssh2 keepalive
+        // (`libssh2_keepalive_config`) on any session: libssh2 1.10 then waits on the socket only until the next
+        // keepalive is due and fails the call with LIBSSH2_ERROR_TIMEOUT if nothing came by then, so a server
+        // busy for a few seconds (disks spinning up) would fail a call long before this timeout. Folio keeps no
+        // session idle long enough for a NAT to drop it (see `IdleSessions.maximumIdle`), so it sends none.
         libssh2_session_set_timeout(session, timeoutMilliseconds)
         return session
     }
 
-    /// Key exchange, then keepalives. Why after: libssh2 1.10 fails the key exchange ("Unable to exchange
-    /// encryption keys") when keepalives are configured before it.
+    /// Key exchange.
     static func handshake(_ session: OpaquePointer, socket: Int32) throws(LibSSH2Error) {
         try check(libssh2_session_handshake(session, socket), session)
-    }
-
-    /// Has libssh2 send a keepalive (a global request) when the session has been quiet for `seconds`. Only after
-    /// log-in: libssh2 also sends due keepalives while it waits on the socket, and sshd answers a global request
-    /// before log-in as a protocol error (one "dispatch_protocol_error" line in its log per connection).
-    static func enableKeepalive(_ session: OpaquePointer, seconds: Int) {
-        libssh2_keepalive_config(session, 1, UInt32(seconds))
     }
 
     /// The server's host key (raw SSH wire format) and its `LIBSSH2_HOSTKEY_TYPE_*`.
@@ -148,11 +144,6 @@ enum LibSSH2 {
     }
 
     static func isAuthenticated(_ session: OpaquePointer) -> Bool { libssh2_userauth_authenticated(session) != 0 }
-
-    static func sendKeepalive(_ session: OpaquePointer) throws(LibSSH2Error) {
-        var next: Int32 = 0
-        try check(libssh2_keepalive_send(session, &next), session)
-    }
 
     /// Says goodbye and shuts the socket, so that from then on libssh2 neither sends nor waits: freeing a channel
     /// still open (a command left waiting for input) would otherwise wait a round trip for the server's close.

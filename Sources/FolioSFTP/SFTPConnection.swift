@@ -32,11 +32,6 @@ final class SFTPConnection: SourceConnection {
 
     func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws {
         let remote = session.endpoint.remotePath(entry.path)
-        do {
-            try session.keepalive()
-        } catch {
-            throw session.sourceError(error, doing: "reading", remote: remote, path: entry.path)
-        }
         let handle: OpaquePointer
         do {
             try session.startSFTP()

@@ -31,7 +31,6 @@ final class SSHSession {
             do throws(SourceError) {
                 try verifyHostKey(session, endpoint)
                 try SSHAuthenticator(session: session, endpoint: endpoint).authenticate()
-                LibSSH2.enableKeepalive(session, seconds: max(5, endpoint.timeoutSeconds / 2))
                 return SSHSession(endpoint: endpoint, session: session, socket: socket)
             } catch {
                 LibSSH2.end(session, socket: socket)
@@ -191,9 +190,6 @@ final class SSHSession {
         unclosed = nil
         LibSSH2.close(handle)
     }
-
-    /// Sends a keepalive when one is due, so an idle session between files is not dropped by a NAT or firewall.
-    func keepalive() throws(LibSSH2Error) { try LibSSH2.sendKeepalive(session) }
 
     func close() {
         guard !isClosed else { return }

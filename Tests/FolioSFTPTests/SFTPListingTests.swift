@@ -111,6 +111,23 @@ final class SFTPListingTests: SFTPTestCase {
         XCTAssertEqual(rootError?.code, .permission, "\(String(describing: rootError))")
     }
 
+    /// A server that says nothing for longer than a keepalive interval but less than the timeout (a NAS whose
+    /// disks spin up during `find`) is waited for: the listing succeeds. Here `find` sleeps 6.5 s before it
+    /// starts, with an 8 s timeout; libssh2's own keepalive (every 5 s at that timeout) used to end the wait
+    /// early with LIBSSH2_ERROR_TIMEOUT.
+    func testAServerSilentForLessThanTheTimeoutIsWaitedFor() async throws {
+        let tools = TemporaryDirectory("tools-slow-find")
+        FixtureTree.write(tools.path, "find", "#!/bin/sh\nsleep 6.5\nexec /usr/bin/find \"$@\"\n")
+        XCTAssertEqual(chmod(tools.path("find"), 0o755), 0)
+        let server = try SSHServer(commandPath: "\(tools.path):/usr/bin:/bin")
+        let served = TemporaryDirectory("sftp-slow")
+        FixtureTree.write(served.path, "a.txt", "alpha\n")
+        let started = ContinuousClock.now
+        let snapshot = try await source(server, served.path, method: .execOnly, timeout: 8).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["a.txt"])
+        XCTAssertGreaterThan(ContinuousClock.now - started, .seconds(6), "the listing went through the slow find")
+    }
+
     func testExecListingParserRefusesTruncatedOrMalformedOutput() {
         let body = "f\u{0}6\u{0}1600000000.1234567890\u{0}a.txt\u{0}d\u{0}4096\u{0}1600000001.0000000000\u{0}dir\u{0}folio-listing-end\u{0}"
         let good = Array("/srv/my tree\n\u{0}\(body)".utf8)
