@@ -39,7 +39,8 @@ public enum HostKeyTrust {
         let key = try describe(session, host: host, port: port)
         let result: LibSSH2.KnownHostResult
         do {
-            result = try LibSSH2.checkKnownHosts(session, lines: knownHostsLines(knownHostsPath), host: host, port: port, key: key.raw, keyType: key.rawType)
+            result = try LibSSH2.checkKnownHosts(session, lines: knownHostsLines(knownHostsPath), name: knownHostsName(host: host, port: port),
+                                                 key: key.raw, keyType: key.rawType)
         } catch {
             throw SourceError(.localIO, "cannot check \(knownHostsPath)", underlying: error.description)
         }
@@ -92,9 +93,15 @@ public enum HostKeyTrust {
         let typeName = sshName(ofKey: key.key) ?? "unknown"
         var fingerprint = Data(hash).base64EncodedString()
         while fingerprint.hasSuffix("=") { fingerprint.removeLast() }
-        let hostField = port == 22 ? host : "[\(host)]:\(port)"
-        let line = "\(hostField) \(typeName) \(Data(key.key).base64EncodedString())"
+        let line = "\(knownHostsName(host: host, port: port)) \(typeName) \(Data(key.key).base64EncodedString())"
         return (HostKey(keyType: typeName, fingerprint: "SHA256:" + fingerprint, knownHostsLine: line), key.key, key.type)
+    }
+
+    /// The name a server's keys are listed under in known_hosts, as OpenSSH writes and looks it up: the host in
+    /// lower case, as `[host]:port` unless the port is 22. Only this exact name is checked, as OpenSSH does.
+    static func knownHostsName(host: String, port: Int) -> String {
+        let host = host.lowercased()
+        return port == 22 ? host : "[\(host)]:\(port)"
     }
 
     /// The key type is the first string of the SSH wire-format key.

@@ -76,9 +76,10 @@ enum LibSSH2 {
 
     enum KnownHostResult { case match, mismatch, notFound }
 
-    /// Checks a host key against known_hosts lines (hashed and `[host]:port` entries included). Lines libssh2
-    /// cannot parse (certificate authorities, security-key types) are ignored one by one, as OpenSSH does.
-    static func checkKnownHosts(_ session: OpaquePointer, lines: [String], host: String, port: Int, key: [UInt8], keyType: Int32) throws(LibSSH2Error) -> KnownHostResult {
+    /// Checks a host key against known_hosts lines (hashed entries included) listed under exactly `name`, the
+    /// known_hosts name of the host and port (`HostKeyTrust.knownHostsName`). Lines libssh2 cannot parse
+    /// (certificate authorities, security-key types) are ignored one by one, as OpenSSH does.
+    static func checkKnownHosts(_ session: OpaquePointer, lines: [String], name: String, key: [UInt8], keyType: Int32) throws(LibSSH2Error) -> KnownHostResult {
         guard let hosts = libssh2_knownhost_init(session) else { throw lastError(session) }
         defer { libssh2_knownhost_free(hosts) }
         for line in lines {
@@ -97,9 +98,11 @@ enum LibSSH2 {
         case LIBSSH2_HOSTKEY_TYPE_ED25519: LIBSSH2_KNOWNHOST_KEY_ED25519
         default: LIBSSH2_KNOWNHOST_KEY_UNKNOWN
         }
+        // Why port -1 with the name already bracketed: given a port, libssh2 checks `[host]:port` and then plain
+        // `host` too, so a server on port 2222 would be held to (or pass with) the key of the host's port 22.
         let result = key.withUnsafeBufferPointer { keyBytes in
             keyBytes.withMemoryRebound(to: CChar.self) {
-                libssh2_knownhost_checkp(hosts, host, Int32(port), $0.baseAddress, $0.count,
+                libssh2_knownhost_checkp(hosts, name, -1, $0.baseAddress, $0.count,
                                          LIBSSH2_KNOWNHOST_TYPE_PLAIN | LIBSSH2_KNOWNHOST_KEYENC_RAW | typeBit, nil)
             }
         }

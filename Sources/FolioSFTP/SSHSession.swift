@@ -70,7 +70,8 @@ final class SSHSession {
         let lines = HostKeyTrust.knownHostsLines(endpoint.knownHostsPath)
         let result: LibSSH2.KnownHostResult
         do {
-            result = try LibSSH2.checkKnownHosts(session, lines: lines, host: endpoint.host, port: endpoint.port, key: key.raw, keyType: key.rawType)
+            result = try LibSSH2.checkKnownHosts(session, lines: lines, name: HostKeyTrust.knownHostsName(host: endpoint.host, port: endpoint.port),
+                                                 key: key.raw, keyType: key.rawType)
         } catch {
             throw SourceError(.authentication, "cannot check the host key of \(endpoint.hostURL) against \(endpoint.knownHostsPath)", underlying: error.description)
         }

@@ -66,6 +66,28 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         XCTAssertEqual(try HostKeyTrust.fetch(host: server.host, port: server.port, knownHostsPath: server.knownHostsPath, timeoutSeconds: 10).standing, .changed)
     }
 
+    /// A server on a port other than 22 is checked against its own `[host]:port` line only, as OpenSSH does:
+    /// a line for the plain host (its port 22) neither makes it "changed" (a different key) nor trusted (the
+    /// same key). Names are looked up in lower case.
+    func testOnlyTheHostAndPortLineCountsForAPortOtherThan22() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-port-22-line")
+        FixtureTree.write(served.path, "a.txt", "alpha\n")
+        let fingerprint = try server.hostKeyFingerprint()
+        let hostKey = try String(contentsOfFile: server.hostKeyPath + ".pub", encoding: .utf8).split(separator: " ").prefix(2).joined(separator: " ")
+        let otherKey = try String(contentsOfFile: try server.makeUnauthorizedKey() + ".pub", encoding: .utf8).split(separator: " ").prefix(2).joined(separator: " ")
+        for (label, key) in [("a different key", otherKey), ("the same key", hostKey)] {
+            let knownHosts = served.path("known_hosts \(label)")
+            FixtureTree.write(served.path, "known_hosts \(label)", "127.0.0.1 \(key)\n")
+            let error = await snapshotError(try source(server, served.path, knownHosts: knownHosts))
+            XCTAssertEqual(error?.message, "sftp://127.0.0.1:\(server.port) is not a known host (ssh-ed25519 key \(fingerprint) is not in \(knownHosts)); if that fingerprint is right, run: folio trust sftp://127.0.0.1:\(server.port) --known-hosts \(knownHosts)", label)
+            XCTAssertEqual(error?.code, .authentication, label)
+            XCTAssertEqual(try HostKeyTrust.fetch(host: server.host, port: server.port, knownHostsPath: knownHosts, timeoutSeconds: 10).standing, .unknown, label)
+        }
+        XCTAssertEqual(HostKeyTrust.knownHostsName(host: "NAS.Example", port: 22), "nas.example")
+        XCTAssertEqual(HostKeyTrust.knownHostsName(host: "NAS.Example", port: 2222), "[nas.example]:2222")
+    }
+
     func testWrongKeyIsRefusedInOneLine() async throws {
         let server = try SSHServer()
         let served = TemporaryDirectory("sftp-wrong-key")
