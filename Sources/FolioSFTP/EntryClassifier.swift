@@ -109,19 +109,32 @@ struct EntryClassifier: Sendable {
     /// Follows a symlink only when the server's realpath of it lies inside the root; a folder it leads to is
     /// listed by readdir under the link's path, unless it contains the link (a loop).
     private func follow(_ path: RelativePath, remote: [UInt8], containing job: FolderJob, _ session: SSHSession, into out: inout FolderListing) throws(SourceError) {
-        let outside = ListingIssue(path: path.description, kind: .skipped("symbolic link leads outside the source root or nowhere"))
         let real: [UInt8]
-        let attributes: RemoteAttributes
         do {
             real = try session.realpath(remote)
-            guard Self.isWithin(real, realRoot) else {
-                out.issues.append(outside)
-                return
-            }
-            attributes = try session.stat(real, followLinks: false)
         } catch {
             if error.isConnectionLoss { throw session.sourceError(error, doing: "resolving the link", remote: remote) }
-            out.issues.append(outside)
+            // Why the link is stat'ed to learn why: libssh2 1.10 takes a failed realpath's request id for its SFTP
+            // status, so that error cannot tell a link that leads nowhere from one the server may not follow.
+            let why: LibSSH2Error?
+            do {
+                _ = try session.stat(remote, followLinks: true)
+                why = nil
+            } catch {
+                why = error
+            }
+            try unresolved(path, remote: remote, why, session, into: &out)
+            return
+        }
+        guard Self.isWithin(real, realRoot) else {
+            out.issues.append(ListingIssue(path: path.description, kind: .skipped(Self.leadsNowhere)))
+            return
+        }
+        let attributes: RemoteAttributes
+        do {
+            attributes = try session.stat(real, followLinks: false)
+        } catch {
+            try unresolved(path, remote: remote, error, session, into: &out)
             return
         }
         let mtime = attributes.mtime.map { FileTime(seconds: $0) } ?? .unknown
@@ -141,6 +154,22 @@ struct EntryClassifier: Sendable {
         default:
             out.issues.append(ListingIssue(path: path.description, kind: .skipped("not a regular file, folder or link (FIFO, socket or device)")))
         }
+    }
+
+    static let leadsNowhere = "symbolic link leads outside the source root or nowhere"
+
+    /// Records a link the server did not resolve, failing with `error` (nil: no reason given). One that leads
+    /// nowhere (a missing target, a loop) is skipped; any other is unreadable, unless excluded.
+    private func unresolved(_ path: RelativePath, remote: [UInt8], _ error: LibSSH2Error?, _ session: SSHSession, into out: inout FolderListing) throws(SourceError) {
+        if let error, error.isConnectionLoss { throw session.sourceError(error, doing: "resolving the link", remote: remote) }
+        if let error, error.isNoSuchFile {
+            out.issues.append(ListingIssue(path: path.description, kind: .skipped(Self.leadsNowhere)))
+            return
+        }
+        if options.exclude.excludes(path, isFolder: false), options.exclude.excludes(path, isFolder: true) { return }
+        // Why unreadable, which blocks removals: what the link leads to is unknown (permission denied, a failing
+        // disk), and taking it for gone would trash everything mirrored through it.
+        out.issues.append(ListingIssue(path: path.description, kind: .unreadable("cannot resolve the symbolic link: \(error.map(Self.reason) ?? "the server did not say why")")))
     }
 
     /// Whether `path` is `folder` or lies below it (both real, absolute server paths).

@@ -111,6 +111,41 @@ final class SFTPListingTests: SFTPTestCase {
         XCTAssertEqual(rootError?.code, .permission, "\(String(describing: rootError))")
     }
 
+    /// With `symlinks = follow`, a link inside the root that the server cannot resolve (permission denied on
+    /// the way to its target) is unreadable, which blocks removals: what was mirrored through it is not trashed.
+    /// A dangling link is still only skipped, and an excluded link blocks nothing. The target's folder is
+    /// excluded, so that the link is the only way to it.
+    func testALinkTheServerCannotResolveBlocksRemovals() async throws {
+        guard getpwnam("folio-test") != nil else {
+            XCTFail("user folio-test is missing; run scripts/install-deps.sh as root")
+            return
+        }
+        let server = try SSHServer(user: "folio-test")
+        let served = TemporaryDirectory("sftp-link-denied")
+        FixtureTree.write(served.path, "real/data/f.txt", "data\n")
+        FixtureTree.makeFolder(served.path, "links")
+        XCTAssertEqual(symlink("../real/data", served.path("links/to-data")), 0)
+        XCTAssertEqual(symlink("nowhere", served.path("links/dangling")), 0)
+        let options = ListingOptions(symlinks: .follow, exclude: ExcludeFilter(["real/"]))
+        let readable = try await source(server, served.path, method: .readdirOnly).snapshot(options: options)
+        XCTAssertEqual(readable.entries.map(\.path.description), ["links", "links/to-data", "links/to-data/f.txt"])
+
+        XCTAssertEqual(chmod(served.path("real"), 0), 0)
+        defer { chmod(served.path("real"), 0o755) }
+        for method in [SFTPLister.Method.automatic, .readdirOnly] {
+            let snapshot = try await source(server, served.path, method: method).snapshot(options: options)
+            XCTAssertEqual(snapshot.entries.map(\.path.description), ["links"], "\(method)")
+            XCTAssertEqual(snapshot.issues.sorted { $0.path < $1.path }, [
+                ListingIssue(path: "links/dangling", kind: .skipped("symbolic link leads outside the source root or nowhere")),
+                ListingIssue(path: "links/to-data", kind: .unreadable("cannot resolve the symbolic link: permission denied on the server")),
+            ], "\(method)")
+            XCTAssertFalse(snapshot.isComplete, "\(method)")
+        }
+        let excluded = ListingOptions(symlinks: .follow, exclude: ExcludeFilter(["real/", "links/to-data"]))
+        let snapshot = try await source(server, served.path, method: .readdirOnly).snapshot(options: excluded)
+        XCTAssertTrue(snapshot.isComplete, "\(snapshot.issues)")
+    }
+
     /// A server that says nothing for longer than a keepalive interval but less than the timeout (a NAS whose
     /// disks spin up during `find`) is waited for: the listing succeeds. Here `find` sleeps 6.5 s before it
     /// starts, with an 8 s timeout; libssh2's own keepalive (every 5 s at that timeout) used to end the wait
