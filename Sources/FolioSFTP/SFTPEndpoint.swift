@@ -14,6 +14,8 @@ struct SFTPEndpoint: Sendable {
     var passwordFile: String?
     var knownHostsPath: String
     var timeoutSeconds: Int
+    /// Where ssh's default key files are looked for when no `identity` is set: `~/.ssh` of the user running Folio.
+    var defaultKeyFolder = SFTPEndpoint.currentUser.home + "/.ssh"
     /// The quickest turns on this server, shared by every session to it.
     var roundTrips = RoundTripGauge()
 

@@ -26,6 +26,12 @@ struct SSHAuthenticator {
                 try LibSSH2.authenticateWithKeyFile(session, user: user, keyPath: keyPath, passphrase: passphrase)
                 return
             } catch where error.code == -16 || error.code == -48 {
+                // Why only a configured identity ends the log-in here: a default key with a passphrase (and no
+                // passphrase-file) is common, and ssh-agent, the other default key or the password may still work.
+                if endpoint.identity == nil {
+                    tried[tried.count - 1] += " (needs a passphrase-file, or libssh2 cannot read it)"
+                    continue
+                }
                 throw SourceError(.authentication, "cannot use identity \(keyPath) for \(endpoint.hostURL): not a private key libssh2 can read, or its passphrase (passphrase-file) is wrong",
                                   underlying: error.description)
             } catch where error.isConnectionLoss {
@@ -67,8 +73,7 @@ struct SSHAuthenticator {
     /// The configured identity, or ssh's default ed25519 and ECDSA key files that exist.
     private func keyFiles() -> [String] {
         if let identity = endpoint.identity { return [identity] }
-        let home = SFTPEndpoint.currentUser.home
-        return ["id_ed25519", "id_ecdsa"].map { "\(home)/.ssh/\($0)" }.filter { FileManager.default.isReadableFile(atPath: $0) }
+        return ["id_ed25519", "id_ecdsa"].map { "\(endpoint.defaultKeyFolder)/\($0)" }.filter { FileManager.default.isReadableFile(atPath: $0) }
     }
 
     private func readSecret(_ path: String, what: String) throws(SourceError) -> String {

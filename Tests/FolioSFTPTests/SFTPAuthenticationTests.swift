@@ -112,6 +112,31 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         XCTAssertFalse(error?.message.contains("secret") ?? true, "the password never appears")
     }
 
+    /// A default key (`~/.ssh/id_ed25519`, no identity set) that has a passphrase, with no passphrase-file, does
+    /// not end the log-in: the next way in is tried. Alone, it is named in the refusal as tried, with why.
+    func testADefaultKeyWithAPassphraseIsPassedOver() throws {
+        let server = try SSHServer()
+        let keys = TemporaryDirectory("sftp-default-keys")
+        let locked = try server.makeUnauthorizedKey(passphrase: "correct horse")
+        try server.authorize(locked)
+        try FileManager.default.copyItem(atPath: locked, toPath: keys.path("id_ed25519"))
+        let endpoint = SFTPEndpoint(host: server.host, port: server.port, user: server.user, rootPath: "/", identity: nil, passphraseFile: nil,
+                                    passwordFile: nil, knownHostsPath: server.knownHostsPath, timeoutSeconds: 10, defaultKeyFolder: keys.path)
+        let agent = (ProcessInfo.processInfo.environment["SSH_AUTH_SOCK"] ?? "").isEmpty ? "" : ", ssh-agent"
+        XCTAssertThrowsError(try SSHSession.open(endpoint)) { error in
+            XCTAssertEqual((error as? SourceError)?.code, .authentication)
+            XCTAssertEqual((error as? SourceError)?.message, "sftp://127.0.0.1:\(server.port) refused to log in \(server.user) (tried key \(keys.path("id_ed25519")) (needs a passphrase-file, or libssh2 cannot read it)\(agent); server offers publickey); add the public key to ~\(server.user)/.ssh/authorized_keys on the server or set identity / password-file")
+        }
+
+        let open = try server.makeUnauthorizedKey(type: "ecdsa")
+        try server.authorize(open)
+        try FileManager.default.copyItem(atPath: open, toPath: keys.path("id_ecdsa"))
+        let session = try SSHSession.open(endpoint)
+        session.close()
+        let log = try String(contentsOfFile: server.logPath, encoding: .utf8)
+        XCTAssertTrue(log.contains("Accepted publickey for \(server.user) from 127.0.0.1") && log.contains("ECDSA"), log)
+    }
+
     func testECDSAKeyLogsIn() async throws {
         let server = try SSHServer()
         let served = TemporaryDirectory("sftp-ecdsa")
