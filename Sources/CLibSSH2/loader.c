@@ -22,7 +22,8 @@
     X(libssh2_agent_userauth) X(libssh2_agent_disconnect) X(libssh2_agent_free) X(libssh2_channel_open_ex) \
     X(libssh2_channel_process_startup) X(libssh2_channel_read_ex) X(libssh2_channel_write_ex) \
     X(libssh2_channel_handle_extended_data2) X(libssh2_channel_send_eof) X(libssh2_channel_close) \
-    X(libssh2_channel_wait_closed) X(libssh2_channel_get_exit_status) X(libssh2_channel_free) X(libssh2_sftp_init) \
+    X(libssh2_channel_wait_closed) X(libssh2_channel_get_exit_status) X(libssh2_channel_get_exit_signal) \
+    X(libssh2_channel_free) X(libssh2_sftp_init) \
     X(libssh2_sftp_shutdown) X(libssh2_sftp_last_error) X(libssh2_sftp_open_ex) X(libssh2_sftp_close_handle) \
     X(libssh2_sftp_readdir_ex) X(libssh2_sftp_read) X(libssh2_sftp_seek64) X(libssh2_sftp_stat_ex) \
     X(libssh2_sftp_fstat_ex) X(libssh2_sftp_symlink_ex)
@@ -113,6 +114,10 @@ int libssh2_channel_send_eof(LIBSSH2_CHANNEL *channel) { return loaded_libssh2_c
 int libssh2_channel_close(LIBSSH2_CHANNEL *channel) { return loaded_libssh2_channel_close(channel); }
 int libssh2_channel_wait_closed(LIBSSH2_CHANNEL *channel) { return loaded_libssh2_channel_wait_closed(channel); }
 int libssh2_channel_get_exit_status(LIBSSH2_CHANNEL *channel) { return loaded_libssh2_channel_get_exit_status(channel); }
+int libssh2_channel_get_exit_signal(LIBSSH2_CHANNEL *channel, char **name, size_t *nameLength, char **message, size_t *messageLength,
+                                    char **language, size_t *languageLength) {
+    return loaded_libssh2_channel_get_exit_signal(channel, name, nameLength, message, messageLength, language, languageLength);
+}
 int libssh2_channel_free(LIBSSH2_CHANNEL *channel) { return loaded_libssh2_channel_free(channel); }
 
 LIBSSH2_SFTP *libssh2_sftp_init(LIBSSH2_SESSION *session) { return loaded_libssh2_sftp_init(session); }

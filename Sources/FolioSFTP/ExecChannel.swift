@@ -24,8 +24,8 @@ final class ExecChannel {
     }
 
     /// Writes `input`, ends it, and hands the output to `body` chunk by chunk as it arrives; returns the exit
-    /// status. When `body` throws, the channel is closed and the error rethrown.
-    func run(input: [UInt8], buffer: UnsafeMutableRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Int32 {
+    /// status (nil: unknown, see `close`). When `body` throws, the channel is closed and the error rethrown.
+    func run(input: [UInt8], buffer: UnsafeMutableRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Int32? {
         try write(input)
         try endInput()
         while true {
@@ -41,9 +41,10 @@ final class ExecChannel {
         return close()
     }
 
-    /// Closes the channel (waiting for the server's side to close) and returns the command's exit status.
+    /// Closes the channel (waiting for the server's side to close) and returns the command's exit status; nil
+    /// when the connection failed before it arrived, or a signal ended the command.
     @discardableResult
-    func close() -> Int32 { LibSSH2.close(channel: channel) }
+    func close() -> Int32? { LibSSH2.close(channel: channel) }
 
     deinit { LibSSH2.free(channel: channel) }
 }

@@ -205,11 +205,15 @@ enum LibSSH2 {
         return count
     }
 
-    /// Closes the channel, waits for the server to close its side, and returns the command's exit status.
-    static func close(channel: OpaquePointer) -> Int32 {
-        _ = libssh2_channel_close(channel)
-        _ = libssh2_channel_wait_closed(channel)
-        return libssh2_channel_get_exit_status(channel)
+    /// Closes the channel, waits for the server to close its side, and returns the command's exit status; nil
+    /// when there is none to trust. Why nil rather than libssh2's status: libssh2 reports 0 for a command whose
+    /// status never came (the connection dropped before the server closed the channel, which it does only after
+    /// sending the status) and for one a signal killed, and a 0 vouches for everything the command wrote.
+    static func close(channel: OpaquePointer) -> Int32? {
+        guard libssh2_channel_close(channel) == 0, libssh2_channel_wait_closed(channel) == 0 else { return nil }
+        var signalNameLength = 0
+        _ = libssh2_channel_get_exit_signal(channel, nil, &signalNameLength, nil, nil, nil, nil)
+        return signalNameLength == 0 ? libssh2_channel_get_exit_status(channel) : nil
     }
 
     static func free(channel: OpaquePointer) { libssh2_channel_free(channel) }

@@ -45,7 +45,7 @@ final class TarBatch: Sendable {
         var next = 0
         var current: (index: Int, sink: DownloadSink)?
         var arrived: [Int] = []
-        let status: Int32
+        let status: Int32?
         do {
             // The tar the listing left waiting, in the root, saves the two round trips of starting one.
             let tar = try session.takeWaiting() ?? session.start(command)

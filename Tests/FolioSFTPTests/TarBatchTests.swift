@@ -129,6 +129,23 @@ final class TarBatchTests: SFTPTestCase {
         XCTAssertTrue(source.tarBatchesAvailable)
     }
 
+    /// A tar that wrote its whole archive but then died of a signal (here SIGKILL, as the OOM killer sends) has
+    /// no exit status: libssh2 reports 0 for it, which is not taken as success, and nothing in the batch is
+    /// trusted. tar itself works, so the server keeps being asked for batches.
+    func testATarKilledBySignalIsNotTrusted() async throws {
+        let tools = TemporaryDirectory("tools-killed-tar")
+        FixtureTree.write(tools.path, "tar", "#!/bin/sh\n/usr/bin/tar \"$@\"\nkill -KILL $$\n")
+        XCTAssertEqual(chmod(tools.path("tar"), 0o755), 0)
+        let server = try SSHServer(commandPath: "\(tools.path):/usr/bin:/bin")
+        let served = TemporaryDirectory("tar-served")
+        for name in ["a", "b"] { FixtureTree.write(served.path, name, name) }
+        let source = try source(server, served.path, method: .execOnly)
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        let fetched = try await fetchBatch(source, files(snapshot))
+        XCTAssertEqual(fetched, ["a": nil, "b": nil])
+        XCTAssertTrue(source.tarBatchesAvailable)
+    }
+
     /// An SFTP-only account (`ForceCommand internal-sftp`): the exec gets an SFTP server, not tar. The batch
     /// returns at once with nothing, and the source stops asking.
     func testAnSFTPOnlyServerIsAskedOnceThenNever() async throws {
