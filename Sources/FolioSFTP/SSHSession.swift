@@ -55,7 +55,7 @@ final class SSHSession {
         } catch {
             LibSSH2.end(session, socket: socket)
             if error.isKeyExchangeFailure {
-                throw SourceError(.protocolViolation, "\(display): no key exchange, cipher or host key algorithm in common with the server (\(error.message)); it needs ed25519, ECDSA or rsa-sha2 host keys and current ciphers",
+                throw SourceError(.protocolViolation, "\(display): no key exchange, host key, cipher or MAC algorithm in common with the server (\(error.message)); libssh2 1.10 needs an ed25519 or ECDSA host key, curve25519-sha256, ecdh-sha2-nistp* or diffie-hellman-group14/16/18 key exchange, an aes128/192/256-ctr cipher and the hmac-sha2-256 or -512 MAC (it has no rsa-sha2, chacha20-poly1305, AES-GCM or -etm MACs); allow them in the server's sshd_config",
                                   underlying: error.description)
             }
             throw SourceError(.unreachable, "\(display): the SSH handshake failed (\(error.message.isEmpty ? LibSSH2Error.name(of: error.code) : error.message)); check that this port is an SSH server and reachable",

@@ -186,6 +186,24 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         XCTAssertFalse(error?.underlying?.contains("battery") ?? false)
     }
 
+    /// A server offering only algorithms libssh2 1.10 lacks (chacha20-poly1305, AES-GCM, -etm MACs) is refused in
+    /// one line that names what it needs; a server narrowed to exactly the algorithms named there works.
+    func testNoAlgorithmInCommonNamesWhatLibssh2Needs() async throws {
+        let served = TemporaryDirectory("sftp-algorithms")
+        FixtureTree.write(served.path, "a.txt", "alpha\n")
+        let modern = try SSHServer(extraConfig: ["Ciphers chacha20-poly1305@openssh.com,aes256-gcm@openssh.com,aes128-gcm@openssh.com"])
+        let error = await snapshotError(try source(modern, served.path))
+        XCTAssertEqual(error?.code, .protocolViolation)
+        XCTAssertEqual(error?.message, "sftp://\(modern.user)@127.0.0.1:\(modern.port)\(served.path): no key exchange, host key, cipher or MAC algorithm in common with the server (Unable to exchange encryption keys); libssh2 1.10 needs an ed25519 or ECDSA host key, curve25519-sha256, ecdh-sha2-nistp* or diffie-hellman-group14/16/18 key exchange, an aes128/192/256-ctr cipher and the hmac-sha2-256 or -512 MAC (it has no rsa-sha2, chacha20-poly1305, AES-GCM or -etm MACs); allow them in the server's sshd_config")
+        let etmOnly = try SSHServer(extraConfig: ["MACs hmac-sha2-256-etm@openssh.com,hmac-sha2-512-etm@openssh.com", "Ciphers aes256-ctr"])
+        let etmError = await snapshotError(try source(etmOnly, served.path))
+        XCTAssertEqual(etmError?.code, .protocolViolation, etmError?.message ?? "")
+
+        let narrowed = try SSHServer(extraConfig: ["KexAlgorithms curve25519-sha256", "HostKeyAlgorithms ssh-ed25519", "Ciphers aes128-ctr", "MACs hmac-sha2-512"])
+        let snapshot = try await source(narrowed, served.path).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["a.txt"])
+    }
+
     /// (An unknown host name is not tested: resolving it would send a DNS query off this machine.)
     func testUnreachableServer() async throws {
         let server = try SSHServer()

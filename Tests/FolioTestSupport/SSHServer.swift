@@ -21,17 +21,21 @@ public final class SSHServer: @unchecked Sendable {
     private let forceInternalSFTP: Bool
     private let sftpSubsystem: Bool
     private let commandPath: String?
+    private let extraConfig: [String]
     /// The PID of the listening sshd (0 when stopped).
     public private(set) var pid: pid_t = 0
 
     /// Generates keys, writes the config and starts sshd. `forceInternalSFTP` adds `ForceCommand internal-sftp`
     /// (no exec); `sftpSubsystem: false` leaves out the SFTP subsystem (exec only, a bare shell account); `user`
-    /// is the account to log in as; `commandPath` is the `PATH` commands run with (to leave a tool out).
-    public init(forceInternalSFTP: Bool = false, sftpSubsystem: Bool = true, user: String? = nil, commandPath: String? = nil) throws {
+    /// is the account to log in as; `commandPath` is the `PATH` commands run with (to leave a tool out);
+    /// `extraConfig` lines are added to sshd_config (e.g. to narrow its algorithms).
+    public init(forceInternalSFTP: Bool = false, sftpSubsystem: Bool = true, user: String? = nil, commandPath: String? = nil,
+                extraConfig: [String] = []) throws {
         folder = TemporaryDirectory("sshd")
         self.forceInternalSFTP = forceInternalSFTP
         self.sftpSubsystem = sftpSubsystem
         self.commandPath = commandPath
+        self.extraConfig = extraConfig
         self.user = user ?? String(cString: getpwuid(geteuid())!.pointee.pw_name)
         hostKeyPath = folder.path("host_ed25519")
         userKeyPath = folder.path("user_ed25519")
@@ -156,6 +160,7 @@ public final class SSHServer: @unchecked Sendable {
         if sftpSubsystem { lines.append("Subsystem sftp internal-sftp") }
         if forceInternalSFTP { lines.append("ForceCommand internal-sftp") }
         if let commandPath { lines.append("SetEnv PATH=\(commandPath)") }
+        lines += extraConfig
         try (lines.joined(separator: "\n") + "\n").write(toFile: configPath, atomically: false, encoding: .utf8)
     }
 
