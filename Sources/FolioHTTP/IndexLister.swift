@@ -4,9 +4,9 @@ import Foundation
 /// Lists a tree from a plain web server's folder index pages (nginx or Apache autoindex, HTML or nginx JSON).
 ///
 /// A link counts only when it names one child of the folder (after percent-decoding and the same checks as
-/// WebDAV hrefs); parent, sort and foreign links are ignored. HTML gives no exact size or time, so every file
-/// from an HTML page gets a HEAD (queued as its own job, so HEADs run in parallel on all workers), which also
-/// brings the file's ETag. nginx's JSON index gives sizes and times to the second and needs no HEAD; its files
+/// WebDAV hrefs); parent, sort and foreign links are ignored, and a child's link that fails the checks is an
+/// unreadable issue (see `list`). HTML gives no exact size or time, so every file from an HTML page gets a HEAD
+/// (queued as its own job, so HEADs run in parallel on all workers), which also brings the file's ETag. nginx's JSON index gives sizes and times to the second and needs no HEAD; its files
 /// carry no ETag (a HEAD per file only for the ETag would cost a request per file on every run).
 struct IndexLister: Sendable {
     let client: HTTPClient
@@ -50,8 +50,20 @@ struct IndexLister: Sendable {
         var issues: [ListingIssue] = []
         var seen = Set<RelativePath>()
         for link in links {
-            guard let names = try? client.urls.names(ofHref: link.href, base: base),
-                  names.count == folderNames.count + 1, Array(names[..<folderNames.count]) == folderNames else { continue }
+            let names: [[UInt8]]
+            do {
+                names = try client.urls.names(ofHref: link.href, base: base)
+            } catch {
+                // Why unreadable (which holds back every removal), not skipped: Folio cannot tell which name this
+                // link means, so a local copy of that entry cannot be told from one the source no longer has.
+                // Dropped without a word, the entry vanished from the snapshot and its local copy was removed.
+                if SourceURL.looksLikeChild(link.href) {
+                    let shown = folder.isRoot ? link.href : "\(folder)/\(link.href)"
+                    issues.append(ListingIssue(path: shown, kind: .unreadable("the index page's link \(error), so Folio cannot tell which file it names; nothing is removed until it can")))
+                }
+                continue
+            }
+            guard names.count == folderNames.count + 1, Array(names[..<folderNames.count]) == folderNames else { continue }
             let path: RelativePath
             do {
                 path = try folder.appending(name: names[folderNames.count])

@@ -72,8 +72,10 @@ struct SourceURL: Sendable {
     /// The names below the root that an href names (empty for the root itself), decoded but not yet validated
     /// as names. `base` resolves a relative href (an index page's link): the names of the folder it came from.
     ///
-    /// Refuses another origin, a query or fragment, `.`/`..` segments (also as `%2e%2e`), encoded `/` or NUL, and
-    /// anything not below the root: such an href must never become a path.
+    /// Refuses another origin, a query or fragment, `..` segments (also as `%2e%2e`), encoded `/` or NUL, and
+    /// anything not below the root: such an href must never become a path. A `.` segment is refused in an
+    /// absolute href and dropped from a relative one (RFC 3986 remove_dot_segments): Apache's autoindex links a
+    /// name with a `:` before its first `/` as `./12:30 notes.txt`, so that it is not read as a scheme.
     func names(ofHref href: String, base: [[UInt8]]? = nil) throws(HrefProblem) -> [[UInt8]] {
         var path = Substring(href)
         if let schemeEnd = Self.schemeSeparator(in: href) {
@@ -92,11 +94,24 @@ struct SourceURL: Sendable {
         for segment in segments {
             guard !segment.isEmpty else { throw .traversal }
             guard let name = Self.decode(segment) else { throw .badEscape }
+            // Why dropping `.` keeps the href inside the folder: it names the folder it is in, so the names so far
+            // stand; `..` would climb out of it, and stays refused.
+            if !absolute, name == [UInt8(ascii: ".")] { continue }
             guard name != [UInt8(ascii: ".")], name != [UInt8(ascii: "."), UInt8(ascii: ".")] else { throw .traversal }
             names.append(name)
         }
         guard names.count >= rootNames.count, Array(names[..<rootNames.count]) == rootNames else { throw .outsideRoot }
         return Array(names[rootNames.count...])
+    }
+
+    /// Whether a relative href (an index page's link) has the shape of a link to one child of its folder: no
+    /// scheme, query or fragment first, no leading `/`, and one segment that is not `..` once `.` segments and a trailing `/` are left
+    /// out. Such a link that `names(ofHref:base:)` refuses is an entry Folio cannot read, not a link elsewhere.
+    static func looksLikeChild(_ href: String) -> Bool {
+        guard !href.hasPrefix("/"), !href.hasPrefix("?"), !href.hasPrefix("#"), schemeSeparator(in: href) == nil else { return false }
+        var segments = href.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).filter { !$0.elementsEqual(".".utf8) }
+        if segments.last?.isEmpty == true { segments.removeLast() }
+        return segments.count == 1 && !segments[0].elementsEqual("..".utf8)
     }
 
     /// Where `://` first occurs in `text`. Why not `range(of:)`: Foundation's goes through NSString, and a

@@ -97,6 +97,18 @@ final class HTTPFaultTests: XCTestCase {
         }
     }
 
+    /// An index page's link to a child that Folio cannot read (an encoded `/`) is an unreadable issue, which holds
+    /// back every removal, not an entry left out without a word (its local copy then looked removed at the source).
+    func testAnUnreadableChildLinkOnAnIndexPageHoldsBackRemovals() async throws {
+        let stub = try StubServer()
+        let snapshot = try await source(stub.url("index-badlink")).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["ok.txt"])
+        XCTAssertEqual(snapshot.issues.map(\.description), [
+            "cannot list a%2Fb.txt: the index page's link has a bad %-escape or encodes / or NUL, so Folio cannot tell which file it names; nothing is removed until it can",
+        ])
+        XCTAssertFalse(snapshot.isComplete)
+    }
+
     func testExternalEntityIsRefusedUnparsed() async throws {
         let stub = try StubServer()
         let error = try await snapshotError(stub.url("hostile-entity"))

@@ -125,6 +125,24 @@ final class HTTPMirrorCLITests: XCTestCase {
         }
     }
 
+    /// Apache's autoindex links a name with a `:` before any `/` as `./12:30 notes.txt`. That file is mirrored, and
+    /// the copy already in the destination is adopted, not moved to the trash as one the source no longer has.
+    func testApacheDotSlashLinkIsMirroredAndItsLocalCopyKept() throws {
+        let server = try ApacheServer()
+        let scratch = TemporaryDirectory("cli-colon")
+        let names = ["12:30 notes.txt", "a.txt", "b.txt", "c.txt"]
+        for name in names {
+            FixtureTree.write(server.servedRoot, name, "\(name)\n", mtime: (1_700_000_000, 0))
+            FixtureTree.write(scratch.path("dest"), name, "\(name)\n", mtime: (1_700_000_000, 0))
+        }
+        let outcome = mirror(server.url("index"), scratch)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        XCTAssertEqual(FixtureTree.listing(scratch.path("dest")), names)
+        XCTAssertEqual(FixtureTree.read(scratch.path("dest/12:30 notes.txt")), Array("12:30 notes.txt\n".utf8))
+        XCTAssertEqual(FixtureTree.listing(scratch.path("dest/.folio/trash")), [], "a listed file went to the trash")
+        XCTAssertEqual(server.requests(containing: "HEAD /index/12:30 notes.txt 200").count, 1, "\(server.requests(containing: "HEAD"))")
+    }
+
     func testTruncatedBodyIsNeverInstalled() throws {
         let stub = try StubServer()
         let scratch = TemporaryDirectory("cli-truncated")

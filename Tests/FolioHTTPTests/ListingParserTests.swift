@@ -63,6 +63,21 @@ final class ListingParserTests: XCTestCase {
         }
     }
 
+    /// Apache's `./12:30 notes.txt` names the child `12:30 notes.txt`; `..` stays refused, and a link shaped like a
+    /// child's is told from the parent, sort and elsewhere links.
+    func testDotSegmentsOfRelativeHrefs() {
+        let urls = SourceURL(secure: false, host: "127.0.0.1", port: 8080, path: "/files")
+        let base = urls.rootNames + [Array("sub".utf8)]
+        XCTAssertEqual(IndexPageParser.parseHTML(Array(#"<li><a href="./12:30%20notes.txt"> 12:30 notes.txt</a></li>"#.utf8)).map(\.href), ["./12:30%20notes.txt"])
+        XCTAssertEqual(try urls.names(ofHref: "./12:30%20notes.txt", base: base), [Array("sub".utf8), Array("12:30 notes.txt".utf8)])
+        XCTAssertEqual(try urls.names(ofHref: "./d/", base: base), [Array("sub".utf8), Array("d".utf8)])
+        XCTAssertEqual(try urls.names(ofHref: "./", base: base), [Array("sub".utf8)], "the folder itself")
+        XCTAssertThrowsError(try urls.names(ofHref: "./../x", base: base)) { XCTAssertEqual("\($0)", "\(SourceURL.HrefProblem.traversal)") }
+        XCTAssertThrowsError(try urls.names(ofHref: "/files/sub/./x")) { XCTAssertEqual("\($0)", "\(SourceURL.HrefProblem.traversal)") }
+        for href in ["a%2Fb.txt", "./a%zz", "d%00/", "%2e%2e/"] { XCTAssertTrue(SourceURL.looksLikeChild(href), href) }
+        for href in ["../", "./", "/files/", "http://x/y", "a/b", "?C=N;O=D"] { XCTAssertFalse(SourceURL.looksLikeChild(href), href) }
+    }
+
     func testPropertyTextLosesOnlyXMLWhiteSpace() {
         XCTAssertEqual(MultistatusParser.trimmingXMLSpace(" \n\t\"e 1\"\r\n"), "\"e 1\"")
         XCTAssertEqual(MultistatusParser.trimmingXMLSpace("plain"), "plain")

@@ -128,6 +128,8 @@ class Handler(BaseHTTPRequestHandler):
                     '<D:propstat><D:prop><D:resourcetype/><D:getcontentlength>5</D:getcontentlength></D:prop>'
                     '<D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response></D:multistatus>').encode()
             return self.send(207, body, [("Content-Type", "application/xml")])
+        if scenario == "index-badlink":
+            return self.send(405, b"no WebDAV here")
         if scenario not in LISTINGS:
             return self.send(404, b"not found")
         limits = [("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset", "1")] if scenario == "ratelimit-header" else []
@@ -182,6 +184,12 @@ class Handler(BaseHTTPRequestHandler):
             return
         if scenario == "batch":
             return self.batch(n)
+        if scenario == "index-badlink":
+            # A plain index page (no WebDAV) with a child's link Folio cannot read, an encoded /, beside a plain one.
+            if self.path == "/index-badlink/":
+                page = b'<pre><a href="../">../</a>\n<a href="ok.txt">ok.txt</a>\n<a href="a%2Fb.txt">a/b.txt</a>\n</pre>'
+                return self.send(200, page, [("Content-Type", "text/html")])
+            return self.send(200, b"hello", [("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
         if scenario == "changing":
             return self.send(200, b"hello", [("ETag", '"v2"'), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
         if scenario in ("truncated", "resume"):
