@@ -16,6 +16,9 @@ public struct SourceError: Error, Sendable, CustomStringConvertible {
         case cancelled
         /// The file changed on the source while it was being copied; the next run tries again.
         case changed
+        /// The server kept failing on this one file or folder (an HTTP 5xx after retries) while it answered
+        /// the rest: that entry fails, not the run, and the next run tries again.
+        case serverError
     }
 
     public var code: Code
@@ -31,7 +34,7 @@ public struct SourceError: Error, Sendable, CustomStringConvertible {
         self.message = message
         self.path = path
         self.underlying = underlying
-        self.isRetryable = isRetryable ?? [.unreachable, .changed].contains(code)
+        self.isRetryable = isRetryable ?? [.unreachable, .changed, .serverError].contains(code)
     }
 
     /// Errors that mean the whole run cannot go on, as opposed to one file failing.

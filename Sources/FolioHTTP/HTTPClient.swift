@@ -132,7 +132,9 @@ final class HTTPClient: Sendable {
         case 429, 503:
             return SourceError(.unreachable, "\(url) kept refusing requests (HTTP \(status)) after \(Self.maxAttempts) attempts; try again later or lower requests-per-second", path: path, underlying: underlying)
         case 500, 502...599:
-            return SourceError(.unreachable, "\(url) failed with a server error (HTTP \(status)) after \(Self.maxAttempts) attempts; check the server", path: path, underlying: underlying)
+            // Why not `.unreachable`: the server answered, so the error is this URL's (a script that fails), and
+            // it fails only this file or folder; the root's listing still fails the run (`ListingWalk`).
+            return SourceError(.serverError, "\(url) failed with a server error (HTTP \(status)) after \(Self.maxAttempts) attempts; check the server", path: path, underlying: underlying)
         default:
             return SourceError(.protocolViolation, "\(url) answered HTTP \(status), which Folio did not expect here", path: path, underlying: underlying)
         }

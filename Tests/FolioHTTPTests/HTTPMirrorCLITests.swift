@@ -143,6 +143,27 @@ final class HTTPMirrorCLITests: XCTestCase {
         XCTAssertEqual(server.requests(containing: "HEAD /index/12:30 notes.txt 200").count, 1, "\(server.requests(containing: "HEAD"))")
     }
 
+    /// A script that fails (HTTP 500 after retries) fails its own file, and a folder that fails is a listing
+    /// issue: the rest is mirrored and the run ends with exit 3 ("some files failed"), not as a failed run. One
+    /// worker, so a file failure taken for a lost connection (a reconnect, then the run failed once the last
+    /// worker gave up) would show.
+    func testAServerErrorOnOneFileOrFolderFailsOnlyThat() throws {
+        let server = try NginxServer()
+        for name in ["a.txt", "sub/b.txt", "error-500.php", "error-500-dir/c.txt"] {
+            FixtureTree.write(server.servedRoot, name, "\(name)\n", mtime: (1_700_000_000, 0))
+        }
+        let scratch = TemporaryDirectory("cli-500")
+        let outcome = mirror(server.url("dav"), scratch, ["--transfers", "1"])
+        XCTAssertEqual(outcome.status, 3, outcome.stderr)
+        let gets = server.requests(containing: "GET /dav/error-500.php 500 ")
+        XCTAssertEqual(gets.count, 5, "the batch's request, then four alone, without a reconnect and four more: \(gets)")
+        let dest = scratch.path("dest")
+        XCTAssertEqual(outcome.stderrLines, ["mirror:\(dest): \(server.url("dav", "error-500.php")) failed with a server error (HTTP 500) after 4 attempts; check the server"])
+        XCTAssertTrue(outcome.stdoutLines.contains("mirror:\(dest): cannot list error-500-dir: \(server.url("dav", "error-500-dir/")) failed with a server error (HTTP 500) after 4 attempts; check the server"), outcome.stdout)
+        XCTAssertEqual(FixtureTree.listing(scratch.path("dest")), ["a.txt", "error-500-dir/", "sub/", "sub/b.txt"])
+        XCTAssertEqual(FixtureTree.read(scratch.path("dest/sub/b.txt")), Array("sub/b.txt\n".utf8))
+    }
+
     func testTruncatedBodyIsNeverInstalled() throws {
         let stub = try StubServer()
         let scratch = TemporaryDirectory("cli-truncated")

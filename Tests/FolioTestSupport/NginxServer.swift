@@ -4,6 +4,7 @@ import Glibc
 /// A real nginx on 127.0.0.1 with its own config, logs and pid file in a temp folder, serving one folder as
 /// WebDAV (`/dav/`, dav_ext module), HTML autoindex (`/html/`), JSON autoindex (`/json/`), a slow copy for
 /// kill-mid-download tests (`/slow/`, 256 KiB/s) and a Basic-auth WebDAV copy (`/private/`, user `folio`).
+/// In every location, a path that contains `error-500` answers HTTP 500, as a failing script would.
 /// Optionally over TLS with a self-signed certificate (`certificatePath` is the CA to trust).
 public final class NginxServer: @unchecked Sendable {
     // Why @unchecked Sendable: a test drives one server from one method; start()/stop() run in sequence.
@@ -90,6 +91,7 @@ public final class NginxServer: @unchecked Sendable {
               default_type application/octet-stream;
               server {
                 \(listen)
+                location ~ error-500 { return 500; }
                 location /dav/ { alias \(root)/; dav_ext_methods PROPFIND OPTIONS; }
                 location /html/ { alias \(root)/; autoindex on; }
                 location /json/ { alias \(root)/; autoindex on; autoindex_format json; }
