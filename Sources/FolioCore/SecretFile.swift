@@ -16,8 +16,10 @@ public enum SecretFile {
         guard let data = FileManager.default.contents(atPath: resolved) else {
             throw SourceError(.authentication, "cannot read \(what) \(resolved); check that it exists and is readable by this user")
         }
-        var text = String(decoding: data, as: UTF8.self)
-        while text.hasSuffix("\n") || text.hasSuffix("\r") { text.removeLast() }
-        return text
+        // Why on the bytes: in a String "\r\n" is one Character, which neither hasSuffix("\n") nor hasSuffix("\r")
+        // matches, so a file saved with Windows line endings kept them as part of the secret.
+        var bytes = Array(data)
+        while let last = bytes.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: "\r") { bytes.removeLast() }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

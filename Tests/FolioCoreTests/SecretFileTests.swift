@@ -1,0 +1,20 @@
+import FolioCore
+import FolioTestSupport
+import XCTest
+
+/// Secrets read from files: what is kept of the file's bytes.
+final class SecretFileTests: XCTestCase {
+    /// Trailing line endings go, Unix or Windows or several, and nothing else does: spaces, a `\r` inside, and
+    /// non-ASCII bytes are part of the secret.
+    func testTrailingLineEndsAreDroppedWhateverTheirStyle() throws {
+        let folder = TemporaryDirectory("secret")
+        let cases: [(String, String)] = [
+            ("pa55\n", "pa55"), ("pa55\r\n", "pa55"), ("pa55\r\n\r\n", "pa55"), ("pa55\r", "pa55"), ("pa55\n\r\n", "pa55"),
+            ("pä55 \r\n", "pä55 "), ("pa\r\n55\r\n", "pa\r\n55"), ("pa55", "pa55"), ("\r\n", ""),
+        ]
+        for (index, (content, secret)) in cases.enumerated() {
+            FixtureTree.write(folder.path, "s\(index)", content)
+            XCTAssertEqual(Array(try SecretFile.read(folder.path("s\(index)"), what: "password-file").utf8), Array(secret.utf8), content.debugDescription)
+        }
+    }
+}
