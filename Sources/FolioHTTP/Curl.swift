@@ -28,8 +28,9 @@ final class CurlEasy {
         var status: Int
         var headers: HTTPHeaders
         var body: [UInt8]
-        /// Whether a `WWW-Authenticate: Digest` challenge came before this response (curl answered it).
-        var sawDigestChallenge = false
+        /// The scheme of a 401 challenge this transfer met (nil when it met none): unless `status` is 401 itself,
+        /// curl answered it with the credentials in that scheme and got past it.
+        var answeredChallenge: CurlSettings.AuthScheme?
         /// From the request going out to the answer's first byte: the link's round trip plus the server's
         /// work, without name lookup, connecting or TLS (which a new connection pays first). Nil when libcurl
         /// did not time it.
@@ -152,8 +153,9 @@ final class CurlEasy {
             context.decided = true
             _ = try context.decide(context.status, context.headers)
         }
+        let answered: CurlSettings.AuthScheme? = context.saw401 ? (context.sawDigestChallenge ? .digest : .basic) : nil
         return Response(status: context.status, headers: context.headers, body: context.collected,
-                        sawDigestChallenge: context.sawDigestChallenge, turn: turn())
+                        answeredChallenge: answered, turn: turn())
     }
 
     /// Why passing the context unretained is safe: `transfer` keeps it alive from `start` to `finish`, and
@@ -358,6 +360,9 @@ private final class TransferContext {
     let onBody: (UnsafeRawBufferPointer) throws -> Void
     var status = 0
     var headers = HTTPHeaders()
+    /// Whether a response of this transfer was a 401 (a challenge; curl answers it if it holds credentials).
+    var saw401 = false
+    /// Whether a challenge offered Digest (curl then prefers it).
     var sawDigestChallenge = false
     var decided = false
     var streaming = false
@@ -387,6 +392,7 @@ private func curlHeaderCallback(_ buffer: UnsafeMutablePointer<CChar>?, _ size: 
     if bytes.starts(with: "HTTP/".utf8) {
         let fields = bytes.split(separator: 32, maxSplits: 2)
         transfer.status = fields.count > 1 ? Int(String(decoding: fields[1], as: UTF8.self)) ?? 0 : 0
+        if transfer.status == 401 { transfer.saw401 = true }
         transfer.headers = HTTPHeaders()
     } else if let colon = bytes.firstIndex(of: UInt8(ascii: ":")) {
         // Field names are ASCII tokens (RFC 9110 §5.1): lowercase them byte by byte.

@@ -19,8 +19,8 @@ final class HTTPClient: Sendable {
     /// and on a LAN each of its round trips and TCP's would count again).
     let roundTrips = RoundTripGauge()
     private let baseSettings: CurlSettings
-    /// Why a Mutex: the auth scheme is learnt from the first challenge by whichever thread sees it, then read
-    /// by all (Basic becomes pre-emptive, saving a round trip per request).
+    /// Why a Mutex: the auth scheme is learnt from the first challenge answered by whichever thread sees it,
+    /// then read by all (Basic becomes pre-emptive, saving a round trip per request).
     private let authScheme = Mutex(CurlSettings.AuthScheme.unknown)
     private let hasPassword: Bool
     private let hasCredentials: Bool
@@ -171,12 +171,12 @@ final class HTTPClient: Sendable {
         gate.pause(until: min(until, now + Self.maxPause))
     }
 
+    /// Learns the scheme from the first request whose 401 challenge curl answered and got past. Why only then:
+    /// an answer without a challenge (a public folder) says nothing about the scheme, and taking it for Basic sent
+    /// the password in every request after (in the clear over http://) and failed a Digest-protected folder below.
     private func learnAuthScheme(_ response: CurlEasy.Response) {
-        guard hasPassword, response.status != 401, response.status < 500 else { return }
-        guard authScheme.withLock({ $0 }) == .unknown else { return }
-        // curl negotiated; a 2xx after a Digest challenge means Digest, otherwise Basic worked pre-emptively.
-        let scheme: CurlSettings.AuthScheme = response.sawDigestChallenge ? .digest : .basic
-        authScheme.withLock { $0 = scheme }
+        guard hasPassword, response.status != 401, response.status < 500, let scheme = response.answeredChallenge else { return }
+        authScheme.withLock { if $0 == .unknown { $0 = scheme } }
     }
 
     /// Resolves a `Location` against the request URL (absolute, origin-relative or path-relative).

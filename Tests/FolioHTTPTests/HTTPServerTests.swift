@@ -124,6 +124,30 @@ final class HTTPServerTests: XCTestCase {
         }
     }
 
+    /// The password goes in the scheme of a challenge the server made, never in a guessed one: the public root
+    /// answers without a challenge, and the Digest-protected folder below it is still listed and fetched, with no
+    /// request ever carrying Basic credentials.
+    func testDigestFolderBelowAPublicRootIsListedWithoutBasic() async throws {
+        let server = try ApacheServer()
+        FixtureTree.write(server.servedRoot, "open.txt", "open\n", mtime: (1_700_000_000, 0))
+        FixtureTree.write(server.servedRoot, "locked/d.txt", "digest\n", mtime: (1_700_000_000, 0))
+        let folder = TemporaryDirectory("digest-below")
+        FixtureTree.write(folder.path, "password", server.password + "\n")
+        let source = try source(server.url("mixed")) { $0.username = "folio"; $0.passwordFile = folder.path("password") }
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["locked", "locked/d.txt", "open.txt"])
+        XCTAssertEqual(snapshot.issues, [])
+        let connection = try source.makeConnection()
+        defer { connection.close() }
+        for (entry, content) in zip(snapshot.entries.filter { $0.kind == .file }, ["digest\n", "open\n"]) {
+            XCTAssertEqual(try SourceConformance.download(entry, with: connection, into: folder.path("out-\(content.count)"), from: 0), Array(content.utf8))
+        }
+        let log = ((try? String(contentsOfFile: server.authLog, encoding: .utf8)) ?? "").split(separator: "\n")
+        XCTAssertTrue(log.contains { $0.hasPrefix("PROPFIND /mixed/ 207 -") }, "the root was not public: \(log)")
+        XCTAssertTrue(log.contains { $0.hasPrefix("PROPFIND /mixed/locked/ 207 Digest ") }, "\(log)")
+        XCTAssertFalse(log.contains { $0.contains(" Basic ") }, "\(log)")
+    }
+
     func testDigestAuthOnApache() async throws {
         let server = try ApacheServer()
         FixtureTree.write(server.servedRoot, "d.txt", "digest\n", mtime: (1_700_000_000, 0))

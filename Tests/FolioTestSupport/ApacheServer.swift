@@ -3,8 +3,9 @@ import Glibc
 
 /// A real Apache httpd on 127.0.0.1 with its own ServerRoot, config, logs and pid file in a temp folder, serving
 /// one folder as WebDAV (`/dav/`, mod_dav_fs; `/davinf/` also answers `Depth: infinity`), as an autoindex (`/index/`) and as Digest-protected WebDAV
-/// (`/digest/`, user `folio`, realm `folio`). Workers run as www-data (Apache refuses root), so the served folder
-/// is world-readable.
+/// (`/digest/`, user `folio`, realm `folio`), and as WebDAV whose root is public and whose `locked` folder needs
+/// that Digest login (`/mixed/`). Workers run as www-data (Apache refuses root), so the served folder is
+/// world-readable. `authLog` has each request's `Authorization` header.
 public final class ApacheServer: @unchecked Sendable {
     // Why @unchecked Sendable: a test drives one server from one method; start()/stop() run in sequence.
     public let folder: TemporaryDirectory
@@ -12,6 +13,8 @@ public final class ApacheServer: @unchecked Sendable {
     public let port: Int
     public var errorLog: String { folder.path("error.log") }
     public var accessLog: String { folder.path("access.log") }
+    /// One line per request: method, path, status and the `Authorization` header (`-` when none).
+    public var authLog: String { folder.path("auth.log") }
     /// The Digest password of user `folio` on `/digest/`.
     public let password = "d1gest-Pa55"
     private var pid: Int32?
@@ -73,6 +76,8 @@ public final class ApacheServer: @unchecked Sendable {
             ErrorLog \(errorLog)
             LogFormat "%m %U %>s %B depth=%{Depth}i" folio
             CustomLog \(accessLog) folio
+            LogFormat "%m %U %>s %{Authorization}i" auth
+            CustomLog \(authLog) auth
             \(loads)
             User www-data
             Group www-data
@@ -82,6 +87,7 @@ public final class ApacheServer: @unchecked Sendable {
             Alias /index \(servedRoot)
             Alias /digest \(servedRoot)
             Alias /davinf \(servedRoot)
+            Alias /mixed \(servedRoot)
             <Directory \(servedRoot)>
               Require all granted
               Options +Indexes
@@ -92,6 +98,16 @@ public final class ApacheServer: @unchecked Sendable {
             <Location /davinf>
               Dav On
               DavDepthInfinity On
+            </Location>
+            <Location /mixed>
+              Dav On
+            </Location>
+            <Location /mixed/locked>
+              AuthType Digest
+              AuthName "folio"
+              AuthDigestProvider file
+              AuthUserFile \(folder.path("htdigest"))
+              Require valid-user
             </Location>
             <Location /digest>
               Dav On
