@@ -51,6 +51,9 @@ public struct RunReport: Sendable {
 
     public var failed: Int { failures.count }
 
-    /// Whether this run leaves the target in step (exit 0 when all targets are).
-    public var isClean: Bool { (result == .synced || result == .unchanged) && failures.isEmpty && withheldRemovals == 0 }
+    /// Whether this run leaves the target in step (exit 0 when all targets are). A listing that could not read
+    /// everything does not: what it missed was neither fetched nor removed.
+    public var isClean: Bool {
+        (result == .synced || result == .unchanged) && failures.isEmpty && withheldRemovals == 0 && !issues.contains(where: \.blocksRemovals)
+    }
 }

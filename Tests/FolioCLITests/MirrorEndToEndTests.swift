@@ -188,6 +188,23 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(sftp.stderrLines, ["mirror:\(work.path("sftp")): failed: cannot load libssh2, which SFTP needs (\(work.path("libs"))/libssh2.so.1: invalid ELF header); install the libssh2-1 package"])
     }
 
+    /// A source folder that cannot be read is named, nothing is removed, and the exit code says the mirror is
+    /// not in step (3), not that all went well.
+    func testAnUnreadableSourceFolderExitsThreeAndRemovesNothing() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        FixtureTree.write(work.path("src"), "locked/b.txt", "b")
+        FixtureTree.write(work.path("dst"), "gone.txt", "kept while the listing is incomplete")
+        chmod(work.path("state"), 0o777)
+        _ = try? LoopbackServer.run("chmod", ["-R", "a+rwX", work.path("dst")])
+        chmod(work.path("src/locked"), 0o000)
+        defer { chmod(work.path("src/locked"), 0o755) }
+        let outcome = FolioBinary.run(["mirror", "--force", work.path("src"), work.path("dst")], environment: environment, unprivileged: true)
+        XCTAssertEqual(outcome.status, 3, "\(outcome.stderrLines)")
+        XCTAssertTrue(outcome.stdoutLines.contains("mirror:\(work.path("dst")): cannot list locked: Permission denied"), "\(outcome.stdoutLines)")
+        XCTAssertEqual(try String(contentsOfFile: work.path("dst/a.txt"), encoding: .utf8), "a")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: work.path("dst/gone.txt")), "nothing removed on an incomplete listing")
+    }
+
     /// A full disk fails the run in one line that says what to do, and leaves no file half-written under its name.
     func testAFullDiskFailsTheRunInOneLine() throws {
         guard getuid() == 0 else { throw XCTSkip("mounting a tmpfs needs root") }
