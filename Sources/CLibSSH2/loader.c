@@ -14,7 +14,7 @@
 #define FOLIO_SSH2_FUNCTIONS(X) \
     X(libssh2_init) X(libssh2_session_init_ex) X(libssh2_session_free) X(libssh2_session_set_blocking) \
     X(libssh2_session_set_timeout) X(libssh2_session_callback_set) X(libssh2_session_handshake) X(libssh2_session_hostkey) \
-    X(libssh2_session_last_error) X(libssh2_session_disconnect_ex) X(libssh2_hostkey_hash) \
+    X(libssh2_session_last_error) X(libssh2_session_disconnect_ex) X(libssh2_session_method_pref) X(libssh2_hostkey_hash) \
     X(libssh2_knownhost_init) X(libssh2_knownhost_free) \
     X(libssh2_knownhost_readline) X(libssh2_knownhost_checkp) X(libssh2_userauth_list) \
     X(libssh2_userauth_authenticated) X(libssh2_userauth_publickey_fromfile_ex) X(libssh2_userauth_password_ex) \
@@ -53,6 +53,9 @@ int libssh2_session_last_error(LIBSSH2_SESSION *session, char **message, int *le
 }
 int libssh2_session_disconnect_ex(LIBSSH2_SESSION *session, int reason, const char *description, const char *language) {
     return loaded_libssh2_session_disconnect_ex(session, reason, description, language);
+}
+int libssh2_session_method_pref(LIBSSH2_SESSION *session, int methodType, const char *preferences) {
+    return loaded_libssh2_session_method_pref(session, methodType, preferences);
 }
 const char *libssh2_hostkey_hash(LIBSSH2_SESSION *session, int type) { return loaded_libssh2_hostkey_hash(session, type); }
 

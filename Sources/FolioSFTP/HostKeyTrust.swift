@@ -31,15 +31,18 @@ public enum HostKeyTrust {
     }
 
     /// Connects to `host:port` (key exchange only, no authentication) and returns the key it offers and what
-    /// `knownHostsPath` says about it. Blocks.
+    /// `knownHostsPath` says about it. Blocks. The key asked for is the one a sync would be checked against: of a
+    /// type `knownHostsPath` lists for the host, else ed25519 when the server has one (see
+    /// `LibSSH2.preferKnownHostKeyTypes`).
     public static func fetch(host: String, port: Int, knownHostsPath: String, timeoutSeconds: Int = 30) throws -> (key: HostKey, standing: Standing) {
         let display = "sftp://\(host):\(port)"
-        let (session, socket) = try SSHSession.handshake(host: host, port: port, timeoutSeconds: timeoutSeconds, display: display)
+        let lines = knownHostsLines(knownHostsPath)
+        let (session, socket) = try SSHSession.handshake(host: host, port: port, timeoutSeconds: timeoutSeconds, knownHosts: lines, display: display)
         defer { LibSSH2.end(session, socket: socket) }
         let key = try describe(session, host: host, port: port)
         let result: LibSSH2.KnownHostResult
         do {
-            result = try LibSSH2.checkKnownHosts(session, lines: knownHostsLines(knownHostsPath), name: knownHostsName(host: host, port: port),
+            result = try LibSSH2.checkKnownHosts(session, lines: lines, name: knownHostsName(host: host, port: port),
                                                  key: key.raw, keyType: key.rawType)
         } catch {
             throw SourceError(.localIO, "cannot check \(knownHostsPath)", underlying: error.description)

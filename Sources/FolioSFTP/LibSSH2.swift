@@ -76,19 +76,50 @@ enum LibSSH2 {
 
     enum KnownHostResult { case match, mismatch, notFound }
 
-    /// Checks a host key against known_hosts lines (hashed entries included) listed under exactly `name`, the
-    /// known_hosts name of the host and port (`HostKeyTrust.knownHostsName`). Lines libssh2 cannot parse
-    /// (certificate authorities, security-key types) are ignored one by one, as OpenSSH does.
-    static func checkKnownHosts(_ session: OpaquePointer, lines: [String], name: String, key: [UInt8], keyType: Int32) throws(LibSSH2Error) -> KnownHostResult {
-        guard let hosts = libssh2_knownhost_init(session) else { throw lastError(session) }
-        defer { libssh2_knownhost_free(hosts) }
-        for line in lines {
-            var bytes = Array(line.utf8)
-            bytes.append(UInt8(ascii: "\n"))
-            _ = bytes.withUnsafeBufferPointer {
-                $0.withMemoryRebound(to: CChar.self) { libssh2_knownhost_readline(hosts, $0.baseAddress, $0.count, LIBSSH2_KNOWNHOST_FILE_OPENSSH) }
+    /// The host key algorithms Folio lets libssh2 1.10 negotiate (all it has but the `-cert-v01` ones: Folio checks
+    /// plain keys against known_hosts, not certificates), each with its known_hosts key type, in the order Folio
+    /// prefers them for a host known_hosts lists no key of: ed25519 first, the key `ssh` records first and the one
+    /// people are told to compare (`ssh_host_ed25519_key.pub`); ssh-dss last, kept so no server that connected
+    /// before stops connecting. libssh2's own order puts ECDSA (and its certificates) before ed25519.
+    private static let hostKeyAlgorithms: [(name: String, knownHostType: Int32)] = [
+        ("ssh-ed25519", LIBSSH2_KNOWNHOST_KEY_ED25519),
+        ("ecdsa-sha2-nistp256", LIBSSH2_KNOWNHOST_KEY_ECDSA_256),
+        ("ecdsa-sha2-nistp384", LIBSSH2_KNOWNHOST_KEY_ECDSA_384),
+        ("ecdsa-sha2-nistp521", LIBSSH2_KNOWNHOST_KEY_ECDSA_521),
+        ("ssh-rsa", LIBSSH2_KNOWNHOST_KEY_SSHRSA),
+        ("ssh-dss", LIBSSH2_KNOWNHOST_KEY_SSHDSS),
+    ]
+
+    /// Sets the host key algorithms the handshake asks for: first those whose key type known_hosts lists under
+    /// exactly `name` (hashed entries included), then the rest, each group in `hostKeyAlgorithms`' order. Why,
+    /// as OpenSSH does: the server sends the key of the first type both sides have, and a host pinned with its
+    /// ed25519 key (or, by older Folio versions, its ECDSA one) must be asked for that key, not another one it
+    /// also has, which would count as unknown. Call before `handshake`.
+    static func preferKnownHostKeyTypes(_ session: OpaquePointer, lines: [String], name: String) throws(LibSSH2Error) {
+        let known = try withKnownHosts(session, lines: lines) { hosts throws(LibSSH2Error) in
+            var known: [String] = []
+            // Why a check with a dummy key: libssh2 has no call that lists a name's key types, and
+            // libssh2_knownhost_get gives no name for a hashed entry. A check says MISMATCH when `name` is listed
+            // with a key of the type asked (4 bytes match no real key), NOTFOUND when it is not.
+            let dummy: [CChar] = [0, 0, 0, 1]
+            for algorithm in hostKeyAlgorithms {
+                let result = libssh2_knownhost_checkp(hosts, name, -1, dummy, dummy.count,
+                                                      LIBSSH2_KNOWNHOST_TYPE_PLAIN | LIBSSH2_KNOWNHOST_KEYENC_RAW | algorithm.knownHostType, nil)
+                switch result {
+                case LIBSSH2_KNOWNHOST_CHECK_MATCH, LIBSSH2_KNOWNHOST_CHECK_MISMATCH: known.append(algorithm.name)
+                case LIBSSH2_KNOWNHOST_CHECK_NOTFOUND: break
+                default: throw lastError(session)
+                }
             }
+            return known
         }
+        let order = known + hostKeyAlgorithms.map(\.name).filter { !known.contains($0) }
+        try check(libssh2_session_method_pref(session, LIBSSH2_METHOD_HOSTKEY, order.joined(separator: ",")), session)
+    }
+
+    /// Checks a host key against known_hosts lines (hashed entries included) listed under exactly `name`, the
+    /// known_hosts name of the host and port (`HostKeyTrust.knownHostsName`).
+    static func checkKnownHosts(_ session: OpaquePointer, lines: [String], name: String, key: [UInt8], keyType: Int32) throws(LibSSH2Error) -> KnownHostResult {
         let typeBit: Int32 = switch keyType {
         case LIBSSH2_HOSTKEY_TYPE_RSA: LIBSSH2_KNOWNHOST_KEY_SSHRSA
         case LIBSSH2_HOSTKEY_TYPE_DSS: LIBSSH2_KNOWNHOST_KEY_SSHDSS
@@ -98,12 +129,14 @@ enum LibSSH2 {
         case LIBSSH2_HOSTKEY_TYPE_ED25519: LIBSSH2_KNOWNHOST_KEY_ED25519
         default: LIBSSH2_KNOWNHOST_KEY_UNKNOWN
         }
-        // Why port -1 with the name already bracketed: given a port, libssh2 checks `[host]:port` and then plain
-        // `host` too, so a server on port 2222 would be held to (or pass with) the key of the host's port 22.
-        let result = key.withUnsafeBufferPointer { keyBytes in
-            keyBytes.withMemoryRebound(to: CChar.self) {
-                libssh2_knownhost_checkp(hosts, name, -1, $0.baseAddress, $0.count,
-                                         LIBSSH2_KNOWNHOST_TYPE_PLAIN | LIBSSH2_KNOWNHOST_KEYENC_RAW | typeBit, nil)
+        let result = try withKnownHosts(session, lines: lines) { hosts throws(LibSSH2Error) in
+            // Why port -1 with the name already bracketed: given a port, libssh2 checks `[host]:port` and then
+            // plain `host` too, so a server on port 2222 would be held to (or pass with) the key of the host's port 22.
+            key.withUnsafeBufferPointer { keyBytes in
+                keyBytes.withMemoryRebound(to: CChar.self) {
+                    libssh2_knownhost_checkp(hosts, name, -1, $0.baseAddress, $0.count,
+                                             LIBSSH2_KNOWNHOST_TYPE_PLAIN | LIBSSH2_KNOWNHOST_KEYENC_RAW | typeBit, nil)
+                }
             }
         }
         switch result {
@@ -112,6 +145,21 @@ enum LibSSH2 {
         case LIBSSH2_KNOWNHOST_CHECK_NOTFOUND: return .notFound
         default: throw lastError(session)
         }
+    }
+
+    /// Runs `body` with libssh2's collection of the known_hosts `lines`. Lines libssh2 cannot parse (certificate
+    /// authorities, security-key types) are ignored one by one, as OpenSSH does.
+    private static func withKnownHosts<R>(_ session: OpaquePointer, lines: [String], _ body: (OpaquePointer) throws(LibSSH2Error) -> R) throws(LibSSH2Error) -> R {
+        guard let hosts = libssh2_knownhost_init(session) else { throw lastError(session) }
+        defer { libssh2_knownhost_free(hosts) }
+        for line in lines {
+            var bytes = Array(line.utf8)
+            bytes.append(UInt8(ascii: "\n"))
+            _ = bytes.withUnsafeBufferPointer {
+                $0.withMemoryRebound(to: CChar.self) { libssh2_knownhost_readline(hosts, $0.baseAddress, $0.count, LIBSSH2_KNOWNHOST_FILE_OPENSSH) }
+            }
+        }
+        return try body(hosts)
     }
 
     /// The authentication methods the server offers to `user` (nil once already authenticated).

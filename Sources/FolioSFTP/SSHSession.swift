@@ -27,9 +27,11 @@ final class SSHSession {
     /// Connects, checks the host key against known_hosts and authenticates. Blocks.
     static func open(_ endpoint: SFTPEndpoint) throws(SourceError) -> SSHSession {
         try HandshakeGate.withSlot { () throws(SourceError) -> SSHSession in
-            let (session, socket) = try handshake(host: endpoint.host, port: endpoint.port, timeoutSeconds: endpoint.timeoutSeconds, display: endpoint.url())
+            let knownHosts = HostKeyTrust.knownHostsLines(endpoint.knownHostsPath)
+            let (session, socket) = try handshake(host: endpoint.host, port: endpoint.port, timeoutSeconds: endpoint.timeoutSeconds,
+                                                  knownHosts: knownHosts, display: endpoint.url())
             do throws(SourceError) {
-                try verifyHostKey(session, endpoint)
+                try verifyHostKey(session, endpoint, knownHosts: knownHosts)
                 try SSHAuthenticator(session: session, endpoint: endpoint).authenticate()
                 return SSHSession(endpoint: endpoint, session: session, socket: socket)
             } catch {
@@ -39,8 +41,9 @@ final class SSHSession {
         }
     }
 
-    /// TCP connect and SSH key exchange; the caller owns (and must free) the returned session and socket.
-    static func handshake(host: String, port: Int, timeoutSeconds: Int, display: String) throws(SourceError) -> (OpaquePointer, Int32) {
+    /// TCP connect and SSH key exchange, asking first for a host key of a type the `knownHosts` lines list for this
+    /// host and port; the caller owns (and must free) the returned session and socket.
+    static func handshake(host: String, port: Int, timeoutSeconds: Int, knownHosts: [String], display: String) throws(SourceError) -> (OpaquePointer, Int32) {
         try LibSSH2.initialize()
         let socket = try TCPSocket.connect(host: host, port: port, timeoutSeconds: timeoutSeconds, display: display)
         let session: OpaquePointer
@@ -49,6 +52,13 @@ final class SSHSession {
         } catch {
             Glibc.close(socket)
             throw SourceError(.localIO, "cannot create an SSH session for \(display)", underlying: error.description)
+        }
+        do {
+            try LibSSH2.preferKnownHostKeyTypes(session, lines: knownHosts, name: HostKeyTrust.knownHostsName(host: host, port: port))
+        } catch {
+            LibSSH2.free(session)
+            Glibc.close(socket)
+            throw SourceError(.localIO, "cannot choose the host key types to ask \(display) for", underlying: error.description)
         }
         do {
             try LibSSH2.handshake(session, socket: socket)
@@ -65,12 +75,11 @@ final class SSHSession {
     }
 
     /// Strict host key checking: only a key listed for this host and port in known_hosts is accepted.
-    private static func verifyHostKey(_ session: OpaquePointer, _ endpoint: SFTPEndpoint) throws(SourceError) {
+    private static func verifyHostKey(_ session: OpaquePointer, _ endpoint: SFTPEndpoint, knownHosts: [String]) throws(SourceError) {
         let key = try HostKeyTrust.describe(session, host: endpoint.host, port: endpoint.port)
-        let lines = HostKeyTrust.knownHostsLines(endpoint.knownHostsPath)
         let result: LibSSH2.KnownHostResult
         do {
-            result = try LibSSH2.checkKnownHosts(session, lines: lines, name: HostKeyTrust.knownHostsName(host: endpoint.host, port: endpoint.port),
+            result = try LibSSH2.checkKnownHosts(session, lines: knownHosts, name: HostKeyTrust.knownHostsName(host: endpoint.host, port: endpoint.port),
                                                  key: key.raw, keyType: key.rawType)
         } catch {
             throw SourceError(.authentication, "cannot check the host key of \(endpoint.hostURL) against \(endpoint.knownHostsPath)", underlying: error.description)

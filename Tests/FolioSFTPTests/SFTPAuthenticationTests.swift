@@ -51,6 +51,41 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         XCTAssertEqual(snapshot.entries.count, 1)
     }
 
+    /// A server with an ed25519 and an ECDSA host key is asked for the key of a type known_hosts lists for it, so
+    /// a host pinned by `ssh` (its ed25519 key, plain or hashed) or by an older `folio trust` (its ECDSA key)
+    /// connects; libssh2 1.10 on its own asks for ECDSA first.
+    func testTheHostKeyOfATypeKnownHostsListsIsAskedFor() async throws {
+        let server = try SSHServer(ecdsaHostKey: true)
+        let ecdsaKey = try XCTUnwrap(server.ecdsaHostKeyPath)
+        let served = TemporaryDirectory("sftp-key-types")
+        FixtureTree.write(served.path, "a.txt", "alpha\n")
+        let files = TemporaryDirectory("sftp-key-types-known-hosts")
+        FixtureTree.write(files.path, "ecdsa", try server.knownHostsLine(ecdsaKey) + "\n")
+        let ed25519 = (try server.hostKeyFingerprint(), "ssh-ed25519")
+        let ecdsa = (try server.hostKeyFingerprint(ecdsaKey), "ecdsa-sha2-nistp256")
+
+        func assertConnects(_ knownHosts: String, offering expected: (fingerprint: String, type: String), _ label: String) async throws {
+            let (key, standing) = try HostKeyTrust.fetch(host: server.host, port: server.port, knownHostsPath: knownHosts, timeoutSeconds: 10)
+            XCTAssertEqual([key.keyType, key.fingerprint], [expected.type, expected.fingerprint], label)
+            XCTAssertEqual(standing, .trusted, label)
+            do {
+                let snapshot = try await source(server, served.path, knownHosts: knownHosts).snapshot(options: ListingOptions())
+                XCTAssertEqual(snapshot.entries.map(\.path.description), ["a.txt"], label)
+            } catch {
+                XCTFail("\(label): \(error)")
+            }
+        }
+        try await assertConnects(server.knownHostsPath, offering: ed25519, "ed25519 line only")
+        try await assertConnects(files.path("ecdsa"), offering: ecdsa, "ECDSA line only")
+        try server.hashKnownHosts()
+        XCTAssertTrue(try String(contentsOfFile: server.knownHostsPath, encoding: .utf8).hasPrefix("|1|"))
+        try await assertConnects(server.knownHostsPath, offering: ed25519, "hashed ed25519 line only")
+
+        let (key, standing) = try HostKeyTrust.fetch(host: server.host, port: server.port, knownHostsPath: files.path("none"), timeoutSeconds: 10)
+        XCTAssertEqual([key.keyType, key.fingerprint], [ed25519.1, ed25519.0], "nothing known: the ed25519 key")
+        XCTAssertEqual(standing, .unknown)
+    }
+
     func testChangedHostKeyIsRefused() async throws {
         let server = try SSHServer()
         let served = TemporaryDirectory("sftp-changed")

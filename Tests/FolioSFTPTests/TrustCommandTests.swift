@@ -42,6 +42,27 @@ final class TrustCommandTests: XCTestCase {
         XCTAssertEqual(try String(contentsOfFile: knownHosts, encoding: .utf8).split(separator: "\n").count, 1)
     }
 
+    /// With nothing in known_hosts, `folio trust` shows and pins the server's ed25519 key (what `ssh` records and
+    /// its help says to compare), not the ECDSA key libssh2 1.10 would ask for first; a mirror then connects.
+    func testTrustPinsTheED25519KeyOfAServerThatAlsoHasECDSA() throws {
+        let server = try SSHServer(ecdsaHostKey: true)
+        let work = TemporaryDirectory("sftp-trust-ed25519")
+        FixtureTree.write(work.path("src"), "a.txt", "alpha\n")
+        let knownHosts = work.path("known_hosts")
+        let url = "sftp://127.0.0.1:\(server.port)"
+
+        let trust = FolioBinary.run(["trust", url, "--known-hosts", knownHosts, "--yes"])
+        XCTAssertEqual(trust.status, 0, trust.stderr)
+        XCTAssertEqual(trust.stdout, "\(url) offers a ssh-ed25519 key with fingerprint \(try server.hostKeyFingerprint())\nadded \(url) to \(knownHosts)\n")
+        XCTAssertEqual(try String(contentsOfFile: knownHosts, encoding: .utf8), try server.knownHostsLine() + "\n")
+
+        let state = TemporaryDirectory("sftp-trust-ed25519-state")
+        let mirror = FolioBinary.run(["mirror", server.url(work.path("src")), work.path("dst"), "--identity", server.userKeyPath, "--known-hosts", knownHosts],
+                                     environment: ["FOLIO_STATE_DIR": state.path, "SSH_AUTH_SOCK": ""])
+        XCTAssertEqual(mirror.status, 0, mirror.stderr)
+        XCTAssertEqual(FixtureTree.read(work.path("dst/a.txt")), Array("alpha\n".utf8))
+    }
+
     func testTrustUsageErrorsExitTwo() throws {
         let outcome = FolioBinary.run(["trust", "https://example.invalid"])
         XCTAssertEqual(outcome.status, 2, outcome.stderr)

@@ -15,7 +15,10 @@ public final class SSHServer: @unchecked Sendable {
     public let userKeyPath: String
     /// A known_hosts file listing this server's current host key as `[127.0.0.1]:port`.
     public let knownHostsPath: String
+    /// The ed25519 host key, the one `knownHostsPath` lists.
     public let hostKeyPath: String
+    /// A second host key, ECDSA (nistp256), when asked for: a server offering both, as a stock sshd does.
+    public let ecdsaHostKeyPath: String?
     public var configPath: String { folder.path("sshd_config") }
     public var logPath: String { folder.path("sshd.log") }
     private let forceInternalSFTP: Bool
@@ -28,9 +31,10 @@ public final class SSHServer: @unchecked Sendable {
     /// Generates keys, writes the config and starts sshd. `forceInternalSFTP` adds `ForceCommand internal-sftp`
     /// (no exec); `sftpSubsystem: false` leaves out the SFTP subsystem (exec only, a bare shell account); `user`
     /// is the account to log in as; `commandPath` is the `PATH` commands run with (to leave a tool out);
-    /// `extraConfig` lines are added to sshd_config (e.g. to narrow its algorithms).
+    /// `extraConfig` lines are added to sshd_config (e.g. to narrow its algorithms); `ecdsaHostKey` gives the server
+    /// an ECDSA host key beside its ed25519 one.
     public init(forceInternalSFTP: Bool = false, sftpSubsystem: Bool = true, user: String? = nil, commandPath: String? = nil,
-                extraConfig: [String] = []) throws {
+                extraConfig: [String] = [], ecdsaHostKey: Bool = false) throws {
         folder = TemporaryDirectory("sshd")
         self.forceInternalSFTP = forceInternalSFTP
         self.sftpSubsystem = sftpSubsystem
@@ -38,11 +42,15 @@ public final class SSHServer: @unchecked Sendable {
         self.extraConfig = extraConfig
         self.user = user ?? String(cString: getpwuid(geteuid())!.pointee.pw_name)
         hostKeyPath = folder.path("host_ed25519")
+        ecdsaHostKeyPath = ecdsaHostKey ? folder.path("host_ecdsa") : nil
         userKeyPath = folder.path("user_ed25519")
         knownHostsPath = folder.path("known_hosts")
         port = try LoopbackServer.freePort()
         try Self.run("/usr/bin/ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "folio-test-host", "-f", hostKeyPath])
         try Self.run("/usr/bin/ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "folio-test-user", "-f", userKeyPath])
+        if let ecdsaHostKeyPath {
+            try Self.run("/usr/bin/ssh-keygen", ["-q", "-t", "ecdsa", "-b", "256", "-N", "", "-C", "folio-test-host", "-f", ecdsaHostKeyPath])
+        }
         try FileManager.default.copyItem(atPath: userKeyPath + ".pub", toPath: folder.path("authorized_keys"))
         chmod(folder.path("authorized_keys"), 0o644)
         chmod(folder.path, 0o755)
@@ -115,10 +123,16 @@ public final class SSHServer: @unchecked Sendable {
         try Self.run("/usr/bin/ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "folio-test-host", "-f", hostKeyPath])
     }
 
-    /// The host key's fingerprint as `ssh-keygen -l` prints it (`SHA256:…`).
-    public func hostKeyFingerprint() throws -> String {
-        let output = try Self.run("/usr/bin/ssh-keygen", ["-l", "-E", "sha256", "-f", hostKeyPath + ".pub"])
+    /// A host key's fingerprint as `ssh-keygen -l` prints it (`SHA256:…`); the ed25519 key's unless another is named.
+    public func hostKeyFingerprint(_ keyPath: String? = nil) throws -> String {
+        let output = try Self.run("/usr/bin/ssh-keygen", ["-l", "-E", "sha256", "-f", (keyPath ?? hostKeyPath) + ".pub"])
         return output.split(separator: " ")[1].description
+    }
+
+    /// The known_hosts line (`[127.0.0.1]:port type base64`) of a host key; the ed25519 key's unless another is named.
+    public func knownHostsLine(_ keyPath: String? = nil) throws -> String {
+        let publicKey = try String(contentsOfFile: (keyPath ?? hostKeyPath) + ".pub", encoding: .utf8).split(separator: " ").prefix(2).joined(separator: " ")
+        return "[\(host)]:\(port) \(publicKey)"
     }
 
     /// Generates another key pair in the server's folder (not authorized), e.g. to test a refused log-in.
@@ -145,8 +159,7 @@ public final class SSHServer: @unchecked Sendable {
     deinit { stop() }
 
     private func writeKnownHosts() throws {
-        let publicKey = try String(contentsOfFile: hostKeyPath + ".pub", encoding: .utf8).split(separator: " ").prefix(2).joined(separator: " ")
-        try "[\(host)]:\(port) \(publicKey)\n".write(toFile: knownHostsPath, atomically: false, encoding: .utf8)
+        try (knownHostsLine() + "\n").write(toFile: knownHostsPath, atomically: false, encoding: .utf8)
     }
 
     private func writeConfig() throws {
@@ -157,6 +170,7 @@ public final class SSHServer: @unchecked Sendable {
             "PasswordAuthentication no", "KbdInteractiveAuthentication no",
             "LogLevel VERBOSE",
         ]
+        if let ecdsaHostKeyPath { lines.append("HostKey \(ecdsaHostKeyPath)") }
         if sftpSubsystem { lines.append("Subsystem sftp internal-sftp") }
         if forceInternalSFTP { lines.append("ForceCommand internal-sftp") }
         if let commandPath { lines.append("SetEnv PATH=\(commandPath)") }
