@@ -229,16 +229,9 @@ struct TreeWalker: Sendable {
                 result.issues.append(ListingIssue(path: path.description, kind: .skipped("symbolic link (symlinks = \"skip\")")))
                 return
             case .follow:
-                guard let realRoot, let target = CString.with(Array(rootPath.utf8) + [UInt8(ascii: "/")] + path.bytes, { Self.realPath($0) }),
-                      target == realRoot || target.hasPrefix(realRoot == "/" ? "/" : realRoot + "/") else {
-                    result.issues.append(ListingIssue(path: path.description, kind: .skipped("symbolic link leads outside the source root or nowhere")))
-                    return
-                }
-                if stat(target, &info) != 0 {
-                    result.issues.append(ListingIssue(path: path.description, kind: .skipped("symbolic link target cannot be read")))
-                    return
-                }
-                followedFrom = target
+                guard let followed = follow(path, realRoot: realRoot, into: &result) else { return }
+                followedFrom = followed.target
+                info = followed.info
             }
         }
         let mtime = FileTime(modificationOf: info)
@@ -280,6 +273,43 @@ struct TreeWalker: Sendable {
             }
         }
     }
+
+    /// The real path a followed link leads to and what is there, or nil with what became of the link recorded.
+    /// One that leads outside the root or nowhere (its target, or a folder on the way, is missing) or into a loop
+    /// of links is skipped; one that cannot be resolved for any other reason is unreadable, unless excluded.
+    private func follow(_ path: RelativePath, realRoot: String?, into result: inout Collected) -> (target: String, info: stat)? {
+        guard let realRoot else {
+            result.issues.append(ListingIssue(path: path.description, kind: .unreadable("cannot resolve the symbolic link: the real path of \(rootPath) is unknown")))
+            return nil
+        }
+        let (resolved, resolveError) = CString.with(Array(rootPath.utf8) + [UInt8(ascii: "/")] + path.bytes) { (Self.realPath($0), errno) }
+        let error: Int32
+        if let target = resolved {
+            guard target == realRoot || target.hasPrefix(realRoot == "/" ? "/" : realRoot + "/") else {
+                result.issues.append(ListingIssue(path: path.description, kind: .skipped(Self.leadsNowhere)))
+                return nil
+            }
+            var info = stat()
+            if stat(target, &info) == 0 { return (target, info) }
+            error = errno
+        } else {
+            error = resolveError
+        }
+        switch error {
+        case ENOENT, ENOTDIR:
+            result.issues.append(ListingIssue(path: path.description, kind: .skipped(Self.leadsNowhere)))
+        case ELOOP:
+            result.issues.append(ListingIssue(path: path.description, kind: .skipped("symbolic link loop")))
+        default:
+            if exclude.excludes(path, isFolder: false), exclude.excludes(path, isFolder: true) { break }
+            // Why unreadable, which blocks removals: what the link leads to is unknown (permission denied on the
+            // way, a failing disk), and taking it for gone would trash everything mirrored through it.
+            result.issues.append(ListingIssue(path: path.description, kind: .unreadable("cannot resolve the symbolic link: \(String(cString: strerror(error)))")))
+        }
+        return nil
+    }
+
+    static let leadsNowhere = "symbolic link leads outside the source root or nowhere"
 
     private func display(_ path: RelativePath) -> String { path.isRoot ? rootPath : path.description }
 

@@ -79,4 +79,62 @@ final class LocalSourceSymlinkTests: XCTestCase {
         defer { connection.close() }
         XCTAssertEqual(try SourceConformance.download(entry, with: connection, into: scratch.path("x"), from: 0), Array("inside".utf8))
     }
+
+    /// With `symlinks = follow`, a link that cannot be resolved for a reason other than a missing target or a loop
+    /// (here permission denied on the way to its target) is unreadable, which blocks removals: what was mirrored
+    /// through it is not trashed. A dangling link and a loop of links are only skipped, and an excluded link
+    /// blocks nothing. The target's folder is excluded, so that the link is the only way to it.
+    func testALinkThatCannotBeResolvedBlocksRemovals() throws {
+        let root = TemporaryDirectory("links-denied")
+        chmod(root.path, 0o755)
+        FixtureTree.write(root.path, "real/data/f.txt", "data")
+        FixtureTree.makeFolder(root.path, "links")
+        symlink("../real/data", root.path("links/to-data"))
+        symlink("nowhere", root.path("links/dangling"))
+        symlink("loop-b", root.path("links/loop-a"))
+        symlink("loop-a", root.path("links/loop-b"))
+        let skipped = [
+            ListingIssue(path: "links/dangling", kind: .skipped("symbolic link leads outside the source root or nowhere")),
+            ListingIssue(path: "links/loop-a", kind: .skipped("symbolic link loop")),
+            ListingIssue(path: "links/loop-b", kind: .skipped("symbolic link loop")),
+        ]
+        let readable = walkAsNobody(root.path, exclude: ExcludeFilter(["real/"]))
+        XCTAssertEqual(readable.items.map(\.path.description), ["links", "links/to-data", "links/to-data/f.txt"])
+        XCTAssertEqual(readable.issues.sorted { $0.path < $1.path }, skipped)
+
+        XCTAssertEqual(chmod(root.path("real"), 0o700), 0)
+        let denied = walkAsNobody(root.path, exclude: ExcludeFilter(["real/"]))
+        XCTAssertEqual(denied.items.map(\.path.description), ["links"])
+        XCTAssertEqual(denied.issues.sorted { $0.path < $1.path },
+                       skipped + [ListingIssue(path: "links/to-data", kind: .unreadable("cannot resolve the symbolic link: Permission denied"))])
+        XCTAssertEqual(denied.issues.filter(\.blocksRemovals).map(\.path), ["links/to-data"])
+
+        let excluded = walkAsNobody(root.path, exclude: ExcludeFilter(["real/", "links/to-data"]))
+        XCTAssertEqual(excluded.issues.sorted { $0.path < $1.path }, skipped)
+    }
+
+    /// A source walk following links, run as `nobody`. Why that way: root resolves any path whatever its
+    /// permissions. Linux keeps the user files are accessed as (setfsuid) per thread, and a thread starts with
+    /// its creator's, so the walk runs on a thread of its own that takes `nobody` (and so do the walker threads
+    /// it starts), while the rest of the test process stays root.
+    private func walkAsNobody(_ root: String, exclude: ExcludeFilter) -> TreeWalker.Result {
+        typealias SetFileSystemID = @convention(c) (UInt32) -> Int32
+        // Why dlsym: Swift's Glibc module leaves out <sys/fsuid.h>. RTLD_DEFAULT is the null handle on glibc.
+        let setfsuid = unsafeBitCast(dlsym(nil, "setfsuid")!, to: SetFileSystemID.self)
+        let setfsgid = unsafeBitCast(dlsym(nil, "setfsgid")!, to: SetFileSystemID.self)
+        let fd = open(root, O_RDONLY | O_DIRECTORY)
+        defer { close(fd) }
+        let walker = TreeWalker(rootPath: root, symlinks: .follow, exclude: exclude, isDestination: false, skipAtRoot: [], threads: 2)
+        let result = Locked<TreeWalker.Result?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            _ = setfsgid(65534)
+            _ = setfsuid(65534)
+            let walked = walker.walk(rootFD: fd)
+            result.withLock { $0 = walked }
+            done.signal()
+        }.start()
+        done.wait()
+        return result.withLock { $0 }!
+    }
 }
