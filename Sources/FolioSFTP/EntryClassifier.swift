@@ -113,17 +113,7 @@ struct EntryClassifier: Sendable {
         do {
             real = try session.realpath(remote)
         } catch {
-            if error.isConnectionLoss { throw session.sourceError(error, doing: "resolving the link", remote: remote) }
-            // Why the link is stat'ed to learn why: libssh2 1.10 takes a failed realpath's request id for its SFTP
-            // status, so that error cannot tell a link that leads nowhere from one the server may not follow.
-            let why: LibSSH2Error?
-            do {
-                _ = try session.stat(remote, followLinks: true)
-                why = nil
-            } catch {
-                why = error
-            }
-            try unresolved(path, remote: remote, why, session, into: &out)
+            try unresolved(path, remote: remote, session.whyRealpathFailed(remote, error), session, into: &out)
             return
         }
         guard Self.isWithin(real, realRoot) else {

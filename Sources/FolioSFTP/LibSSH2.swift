@@ -287,6 +287,9 @@ enum LibSSH2 {
             target.withUnsafeMutableBufferPointer { folio_ssh2_sftp_realpath(sftp, pointer, count, $0.baseAddress, UInt32($0.count)) }
         }
         try check(length, session, sftp: sftp)
+        // Why an empty answer is a failure: libssh2 1.10 takes a failed realpath's request id for its SFTP status,
+        // so when the request was the channel's first (id 0, read as "OK") a failure comes back as an empty path.
+        guard length > 0 else { throw LibSSH2Error(code: LIBSSH2_ERROR_SFTP_PROTOCOL, message: "the server resolved no path") }
         return target[0..<Int(length)].map { UInt8(bitPattern: $0) }
     }
 

@@ -80,13 +80,20 @@ struct SFTPLister: Sendable {
         return builder.finish()
     }
 
-    /// The root's real path; a missing root or one that is not a folder is an error, never an empty tree.
+    /// The root's real path; a missing root, one the server may not reach or one that is not a folder is an error,
+    /// never an empty tree.
     static func resolveRoot(_ session: SSHSession, _ endpoint: SFTPEndpoint) throws(SourceError) -> [UInt8] {
         let root = endpoint.remotePath(.root)
         let real: [UInt8]
-        let attributes: RemoteAttributes
         do {
             real = try session.realpath(root)
+        } catch {
+            // Without a reason from the stat, the realpath's status (misread) must not pick the message either.
+            let why = session.whyRealpathFailed(root, error) ?? LibSSH2Error(code: error.code, message: error.message)
+            throw session.sourceError(why, doing: "opening", remote: root)
+        }
+        let attributes: RemoteAttributes
+        do {
             attributes = try session.stat(real, followLinks: true)
         } catch {
             throw session.sourceError(error, doing: "opening", remote: root)

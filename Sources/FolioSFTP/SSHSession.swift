@@ -131,6 +131,20 @@ final class SSHSession {
         return real
     }
 
+    /// Why `realpath(path)` failed with `error`: a lost connection as it is, else the error of a stat of `path`,
+    /// or nil when that stat succeeds (the server did not say why). Why ask again: libssh2 1.10 takes a failed
+    /// realpath's request id for its SFTP status, so that error cannot tell a path that leads nowhere from one
+    /// the server may not reach. One more round trip, on failure only.
+    func whyRealpathFailed(_ path: [UInt8], _ error: LibSSH2Error) -> LibSSH2Error? {
+        if error.isConnectionLoss { return error }
+        do {
+            _ = try stat(path, followLinks: true)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
     func stat(_ path: [UInt8], followLinks: Bool) throws(LibSSH2Error) -> RemoteAttributes {
         closeUnclosed()
         return try LibSSH2.stat(session, try sftpChannel(), path, followLinks: followLinks)

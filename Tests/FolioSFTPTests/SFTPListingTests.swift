@@ -111,6 +111,33 @@ final class SFTPListingTests: SFTPTestCase {
         XCTAssertEqual(rootError?.code, .permission, "\(String(describing: rootError))")
     }
 
+    /// A root that does not exist, one the server may not reach (a folder on the way denies the user) and one it
+    /// may not read are each the run's error in one line saying which, by either listing path. libssh2 1.10 takes
+    /// a failed realpath's request id for its status: as a session's first request, the root's failed realpath
+    /// came back as an empty path, whose stat called the unreachable root missing.
+    func testAMissingOrUnreachableRootIsNamedByEitherPath() async throws {
+        guard getpwnam("folio-test") != nil else {
+            XCTFail("user folio-test is missing; run scripts/install-deps.sh as root")
+            return
+        }
+        let server = try SSHServer(user: "folio-test")
+        let served = TemporaryDirectory("sftp-root-errors")
+        FixtureTree.write(served.path, "closed/inner/a.txt", "alpha\n")
+        XCTAssertEqual(chmod(served.path("closed"), 0), 0)
+        defer { chmod(served.path("closed"), 0o755) }
+        for method in [SFTPLister.Method.automatic, .readdirOnly] {
+            let missing = await snapshotError(try source(server, served.path("gone"), method: method))
+            XCTAssertEqual(missing?.code, .notFound, "\(method)")
+            XCTAssertEqual(missing?.message, "\(server.url(served.path("gone"))) does not exist on the server; check the path", "\(method)")
+            let denied = await snapshotError(try source(server, served.path("closed/inner"), method: method))
+            XCTAssertEqual(denied?.code, .permission, "\(method)")
+            XCTAssertEqual(denied?.message, "cannot read \(server.url(served.path("closed/inner"))): permission denied on the server; give folio-test read access there", "\(method)")
+            let closed = await snapshotError(try source(server, served.path("closed"), method: method))
+            XCTAssertEqual(closed?.code, .permission, "\(method)")
+            XCTAssertEqual(closed?.message, "cannot read \(server.url(served.path("closed"))): permission denied on the server; give folio-test read access there", "\(method)")
+        }
+    }
+
     /// With `symlinks = follow`, a link inside the root that the server cannot resolve (permission denied on
     /// the way to its target) is unreadable, which blocks removals: what was mirrored through it is not trashed.
     /// A dangling link is still only skipped, and an excluded link blocks nothing. The target's folder is
