@@ -79,7 +79,7 @@ final class HTTPClient: Sendable {
                 }
                 throw transportError(failure, url: request.url)
             } catch is BodyTooLarge {
-                throw SourceError(.protocolViolation, "\(request.url) answered more than \(request.bodyLimit >> 20) MiB for a listing; refused")
+                throw SourceError(.protocolViolation, "\(request.method) \(request.url) answered more than \(Self.describe(bytes: request.bodyLimit)), the most Folio reads of that answer; refused")
             }
             noteRateLimit(response.headers)
             learnAuthScheme(response)
@@ -186,6 +186,13 @@ final class HTTPClient: Sendable {
         if location.hasPrefix("/") { return urls.origin + location }
         let folder = url[..<(url.lastIndex(of: "/") ?? url.endIndex)]
         return folder + "/" + location
+    }
+
+    /// A body bound as people read it: whole MiB from 1 MiB up (the listings' bounds), else bytes (the one-byte
+    /// size probe's).
+    private static func describe(bytes: Int) -> String {
+        if bytes >= 1 << 20, bytes % (1 << 20) == 0 { return "\(bytes >> 20) MiB" }
+        return bytes == 1 ? "1 byte" : "\(bytes) bytes"
     }
 
     /// Seconds to wait before attempt `attempt + 1`: exponential from 0.5 s, capped at 8 s, with ±50 % jitter

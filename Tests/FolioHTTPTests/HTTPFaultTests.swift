@@ -109,6 +109,18 @@ final class HTTPFaultTests: XCTestCase {
         XCTAssertFalse(snapshot.isComplete)
     }
 
+    /// A body over its bound names the request and states the bound as it is: the one-byte size probe's answer
+    /// was said to exceed "0 MiB for a listing".
+    func testABodyOverItsBoundNamesTheRequestAndTheBound() async throws {
+        let stub = try StubServer()
+        let snapshot = try await source(stub.url("range-overrun")).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), [])
+        XCTAssertEqual(snapshot.issues.map(\.description), [
+            "cannot list f.txt: GET \(stub.url("range-overrun"))f.txt answered more than 1 byte, the most Folio reads of that answer; refused",
+        ])
+        XCTAssertFalse(snapshot.isComplete)
+    }
+
     func testExternalEntityIsRefusedUnparsed() async throws {
         let stub = try StubServer()
         let error = try await snapshotError(stub.url("hostile-entity"))

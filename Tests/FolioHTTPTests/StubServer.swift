@@ -128,7 +128,7 @@ class Handler(BaseHTTPRequestHandler):
                     '<D:propstat><D:prop><D:resourcetype/><D:getcontentlength>5</D:getcontentlength></D:prop>'
                     '<D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response></D:multistatus>').encode()
             return self.send(207, body, [("Content-Type", "application/xml")])
-        if scenario == "index-badlink":
+        if scenario in ("index-badlink", "range-overrun"):
             return self.send(405, b"no WebDAV here")
         if scenario not in LISTINGS:
             return self.send(404, b"not found")
@@ -190,6 +190,15 @@ class Handler(BaseHTTPRequestHandler):
                 page = b'<pre><a href="../">../</a>\n<a href="ok.txt">ok.txt</a>\n<a href="a%2Fb.txt">a/b.txt</a>\n</pre>'
                 return self.send(200, page, [("Content-Type", "text/html")])
             return self.send(200, b"hello", [("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
+        if scenario == "range-overrun":
+            # A plain index page whose file gives HEAD no size, and answers the one-byte GET with two bytes.
+            if self.path == "/range-overrun/":
+                return self.send(200, b'<pre><a href="f.txt">f.txt</a>\n</pre>', [("Content-Type", "text/html")])
+            if self.command == "HEAD":
+                self.send_response(200)
+                self.end_headers()
+                return
+            return self.send(206, b"he", [("Content-Range", "bytes 0-1/5")])
         if scenario == "changing":
             return self.send(200, b"hello", [("ETag", '"v2"'), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
         if scenario in ("truncated", "resume"):
