@@ -103,15 +103,34 @@ struct IndexLister: Sendable {
     }
 
     /// Some servers (Apache for an empty file) answer HEAD without Content-Length; a GET of the first byte tells
-    /// the size in its Content-Range (`bytes 0-0/N`, or `bytes */0` with 416 for an empty file).
+    /// the size in its Content-Range (`bytes 0-0/N`, or `bytes */0` with 416 for an empty file). A server that
+    /// ignores Range answers 200 with the whole file: its Content-Length is the size, and the body is not read.
     private func sizeFromRange(_ url: String, file: RelativePath, easy: CurlEasy, walk: ListingWalk.Scope) throws -> Int64? {
-        let response = try client.send(with: easy, cancelled: { walk.isStopped }, makeRequest: {
-            CurlEasy.Request(method: "GET", url: url, headers: ["Range: bytes=0-0"], bodyLimit: 1)
-        })
+        let response: CurlEasy.Response
+        do {
+            response = try client.send(with: easy, cancelled: { walk.isStopped }, makeRequest: {
+                CurlEasy.Request(method: "GET", url: url, headers: ["Range: bytes=0-0"], bodyLimit: 1)
+            }, decide: { status, headers in
+                // Why stop here: the whole file follows a 200, which the listing must not download (nor refuse
+                // as a body over its one-byte bound, which made the file unreadable and held back every removal).
+                if status == 200 { throw WholeFileAnswered(length: headers["content-length"].flatMap { Int64($0) }) }
+                return false
+            })
+        } catch let answered as WholeFileAnswered {
+            guard let length = answered.length else {
+                throw SourceError(.protocolViolation, "\(url) states no size: HEAD gave no Content-Length, and a one-byte GET was answered with the whole file and no Content-Length either; nothing is removed until the server states it", path: file)
+            }
+            return length
+        }
         switch response.status {
         case 206, 416: return response.headers["content-range"].flatMap { $0.split(separator: "/").last }.flatMap { Int64($0) }
-        case 200: return response.headers["content-length"].flatMap { Int64($0) } ?? Int64(response.body.count)
         default: throw client.error(status: response.status, url: url, path: file)
         }
+    }
+
+    /// The one-byte GET was answered with the whole file (the server ignores Range): stops that transfer before
+    /// its body, with the size the headers gave.
+    private struct WholeFileAnswered: Error {
+        var length: Int64?
     }
 }

@@ -28,6 +28,34 @@ final class HTTPServerTests: XCTestCase {
         XCTAssertNotEqual(after.validator, before.validator)
     }
 
+    /// A server that ignores Range answers the one-byte GET (sent when HEAD gives no size) with the whole file:
+    /// its Content-Length is the size. It was refused as a body over the one-byte bound, and the file, unreadable,
+    /// held back every removal on every run.
+    func testAServerThatIgnoresRangeGivesTheSizeInItsWholeAnswer() async throws {
+        let server = try NginxServer()
+        FixtureTree.write(server.servedRoot, "probe/a.txt", "hello world\n", mtime: (1_700_000_000, 0))
+        FixtureTree.write(server.servedRoot, "probe/b.txt", "second file, longer\n", mtime: (1_700_000_100, 0))
+        let snapshot = try await source(server.url("norange", "probe/")).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.issues.map(\.description), [])
+        XCTAssertEqual(snapshot.entries.map { "\($0.path) \($0.size) \($0.mtime.seconds)" }, ["a.txt 12 1700000000", "b.txt 20 1700000100"])
+        XCTAssertTrue(snapshot.isComplete)
+        // The sizes came from the one-byte GETs, which the server answered in whole (200).
+        XCTAssertEqual(server.requests(containing: "GET /norange/probe/").filter { $0.contains(" 200 ") && $0.contains("range=bytes=0-0") }.count, 2,
+                       "\(server.requests(containing: "/norange/probe/"))")
+    }
+
+    /// A file whose size neither HEAD nor a GET states (Range ignored, no Content-Length) is one clear issue line.
+    func testAFileWithNoStatedSizeIsOneClearIssue() async throws {
+        let server = try NginxServer()
+        FixtureTree.write(server.servedRoot, "probe/a.txt", "hello world\n")
+        let snapshot = try await source(server.url("nosize", "probe/")).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), [])
+        XCTAssertEqual(snapshot.issues.map(\.description), [
+            "cannot list a.txt: \(server.url("nosize", "probe/a.txt")) states no size: HEAD gave no Content-Length, and a one-byte GET was answered with the whole file and no Content-Length either; nothing is removed until the server states it",
+        ])
+        XCTAssertFalse(snapshot.isComplete)
+    }
+
     /// A server killed mid-download fails the file; after a restart the download resumes with Range from the
     /// bytes already in the partial file, and only the rest crosses the wire.
     func testKilledServerThenResumeWithRange() async throws {

@@ -3,7 +3,10 @@ import Glibc
 
 /// A real nginx on 127.0.0.1 with its own config, logs and pid file in a temp folder, serving one folder as
 /// WebDAV (`/dav/`, dav_ext module), HTML autoindex (`/html/`), JSON autoindex (`/json/`), a slow copy for
-/// kill-mid-download tests (`/slow/`, 256 KiB/s) and a Basic-auth WebDAV copy (`/private/`, user `folio`).
+/// kill-mid-download tests (`/slow/`, 256 KiB/s), a Basic-auth WebDAV copy (`/private/`, user `folio`), and
+/// HTML autoindex copies whose files state their size late or never: `/norange/` ignores Range and answers HEAD
+/// without Content-Length (its GETs have one), `/nosize/` ignores Range and never sends Content-Length (nginx's
+/// SSI filter drops both, as a server that builds each page would).
 /// In every location, a path that contains `error-500` answers HTTP 500, as a failing script would.
 /// Optionally over TLS with a self-signed certificate (`certificatePath` is the CA to trust).
 public final class NginxServer: @unchecked Sendable {
@@ -95,6 +98,11 @@ public final class NginxServer: @unchecked Sendable {
                 location /dav/ { alias \(root)/; dav_ext_methods PROPFIND OPTIONS; }
                 location /html/ { alias \(root)/; autoindex on; }
                 location /json/ { alias \(root)/; autoindex on; autoindex_format json; }
+                location /norange/ {
+                  alias \(root)/; autoindex on; max_ranges 0;
+                  if ($request_method = HEAD) { rewrite ^/norange/(.*)$ /nosize/$1 last; }
+                }
+                location /nosize/ { alias \(root)/; autoindex on; ssi on; ssi_types *; ssi_last_modified on; }
                 location /slow/ { alias \(root)/; dav_ext_methods PROPFIND OPTIONS; limit_rate 256k; }
                 location /private/ {
                   alias \(root)/; dav_ext_methods PROPFIND OPTIONS;
