@@ -138,14 +138,17 @@ public struct HTTPSource: Source {
             }
         }
         // Why no OPTIONS first: the listing's own first PROPFIND tells a WebDAV server (207, or 403 to
-        // `Depth: infinity` then 207) from a plain one (405, 501, a page), a round trip sooner.
+        // `Depth: infinity` then 207) from a plain one (404, 405 or 501 to a method it does not know, a page), a
+        // round trip sooner.
         do {
             let listing = try await listWebDAV(options, workers: workers, last: last, today: today, probing: true)
             detected.value.withLock { $0 = true }
             return listing
         } catch is WebDAVLister.NotWebDAV {
-            detected.value.withLock { $0 = false }
             var listing = ListingResult(builder: try await listIndexPages(options, workers: workers))
+            // Why only once the pages listed: a root that neither PROPFIND nor GET finds (404) says nothing of the
+            // server's kind, and a WebDAV server taken for plain would be asked for index pages first from then on.
+            detected.value.withLock { $0 = false }
             listing.memo.plainOn = today
             return listing
         }

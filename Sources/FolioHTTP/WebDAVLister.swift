@@ -24,8 +24,8 @@ struct WebDAVLister: Sendable {
     /// Folders the last run had, listed ahead when the walk is `Depth: 1` from the start.
     var known: [RelativePath] = []
 
-    /// The server answered the root's PROPFIND as a plain web server would (405, 501, a page): list its index
-    /// pages instead.
+    /// The server answered the root's PROPFIND as a plain web server would (404, 405, 501, a page): list its
+    /// index pages instead.
     struct NotWebDAV: Error {}
 
     /// Responses are bounded: a folder of 100,000 entries is about 40 MiB of multistatus.
@@ -112,6 +112,9 @@ struct WebDAVLister: Sendable {
                 throw SourceError(.protocolViolation, "PROPFIND \(url): \(error)", path: folder)
             }
         case 404 where folder.isRoot, 410 where folder.isRoot:
+            // Why not "does not exist" while probing: plain servers answer a method they do not know with 404 as
+            // well, and would list fine with GET, whose own 404 then reports a folder that is really missing.
+            if probing { throw NotWebDAV() }
             throw SourceError(.notFound, "source folder \(url) does not exist (HTTP \(response.status)); check the URL", underlying: "HTTP \(response.status)")
         case 400 where depth == "infinity", 403 where depth == "infinity", 501 where depth == "infinity":
             return nil

@@ -56,6 +56,52 @@ final class HTTPServerTests: XCTestCase {
         XCTAssertFalse(snapshot.isComplete)
     }
 
+    /// While probing (`webdav = "auto"`), a 404 to PROPFIND means a plain server that does not know the method,
+    /// not a missing folder: the index pages list the tree. It was reported as "does not exist".
+    func testAPlainServerAnsweringPROPFINDWith404IsListedFromItsIndexPages() async throws {
+        let server = try NginxServer()
+        FixtureTree.write(server.servedRoot, "plain/sub/a.txt", "alpha\n")
+        let snapshot = try await source(server.url("nodav", "plain/")).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.issues.map(\.description), [])
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["sub", "sub/a.txt"])
+        XCTAssertTrue(snapshot.isComplete)
+        XCTAssertFalse(server.requests(containing: "PROPFIND /nodav/plain/ 404 ").isEmpty, "\(server.requests(containing: "/nodav/"))")
+    }
+
+    /// A missing source folder is still named, in one line, whichever way the server answers PROPFIND: by
+    /// PROPFIND's own 404 when the server is known to speak WebDAV, by the index GET's while probing.
+    func testAMissingSourceFolderIsNamedWhateverThePROPFINDAnswer() async throws {
+        let server = try NginxServer()
+        for (location, webdav) in [("dav", true), ("dav", nil), ("nodav", nil), ("html", nil)] as [(String, Bool?)] {
+            let url = server.url(location, "no-such-folder/")
+            do {
+                let snapshot = try await source(url) { $0.webdav = webdav }.snapshot(options: ListingOptions())
+                XCTFail("\(url) listed \(snapshot.entries.map(\.path))")
+            } catch let error as SourceError {
+                XCTAssertEqual(error.code, .notFound, url)
+                XCTAssertEqual(error.message, "source folder \(url) does not exist (HTTP 404); check the URL")
+            }
+        }
+    }
+
+    /// A WebDAV server whose source folder was missing on one run is still asked with PROPFIND on the next: the
+    /// probe's 404 no longer says the server is plain, so its index pages are not asked first.
+    func testAMissingFolderDoesNotMakeAWebDAVServerPlain() async throws {
+        let server = try NginxServer()
+        let source = try source(server.url("dav", "later/"))
+        do {
+            _ = try await source.snapshot(options: ListingOptions())
+            XCTFail("a missing folder listed")
+        } catch let error as SourceError {
+            XCTAssertEqual(error.code, .notFound)
+        }
+        FixtureTree.write(server.servedRoot, "later/a.txt", "alpha\n")
+        let before = server.requests(containing: "/dav/later/").count
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["a.txt"])
+        XCTAssertEqual(server.requests(containing: "/dav/later/").dropFirst(before).filter { $0.hasPrefix("GET ") }, [])
+    }
+
     /// A server killed mid-download fails the file; after a restart the download resumes with Range from the
     /// bytes already in the partial file, and only the rest crosses the wire.
     func testKilledServerThenResumeWithRange() async throws {

@@ -6,7 +6,8 @@ import Glibc
 /// kill-mid-download tests (`/slow/`, 256 KiB/s), a Basic-auth WebDAV copy (`/private/`, user `folio`), and
 /// HTML autoindex copies whose files state their size late or never: `/norange/` ignores Range and answers HEAD
 /// without Content-Length (its GETs have one), `/nosize/` ignores Range and never sends Content-Length (nginx's
-/// SSI filter drops both, as a server that builds each page would).
+/// SSI filter drops both, as a server that builds each page would), and an HTML autoindex that answers PROPFIND
+/// with 404, as plain servers answer methods they do not know (`/nodav/`).
 /// In every location, a path that contains `error-500` answers HTTP 500, as a failing script would.
 /// Optionally over TLS with a self-signed certificate (`certificatePath` is the CA to trust).
 public final class NginxServer: @unchecked Sendable {
@@ -103,6 +104,7 @@ public final class NginxServer: @unchecked Sendable {
                   if ($request_method = HEAD) { rewrite ^/norange/(.*)$ /nosize/$1 last; }
                 }
                 location /nosize/ { alias \(root)/; autoindex on; ssi on; ssi_types *; ssi_last_modified on; }
+                location /nodav/ { alias \(root)/; autoindex on; if ($request_method = PROPFIND) { return 404; } }
                 location /slow/ { alias \(root)/; dav_ext_methods PROPFIND OPTIONS; limit_rate 256k; }
                 location /private/ {
                   alias \(root)/; dav_ext_methods PROPFIND OPTIONS;
