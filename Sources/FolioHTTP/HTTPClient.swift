@@ -51,8 +51,9 @@ final class HTTPClient: Sendable {
     /// status (callers turn unexpected statuses into errors with `error(status:url:)`).
     ///
     /// `makeRequest` runs before every attempt, so a download can resume from the bytes it already has.
+    /// With `followRedirects` false, a redirect is returned as the final response.
     func send(
-        with easy: CurlEasy, cancelled: @escaping () -> Bool = { false },
+        with easy: CurlEasy, cancelled: @escaping () -> Bool = { false }, followRedirects: Bool = true,
         makeRequest: () -> CurlEasy.Request,
         decide: @escaping (Int, HTTPHeaders) throws -> Bool = { _, _ in false },
         onBody: @escaping (UnsafeRawBufferPointer) throws -> Void = { _ in }
@@ -85,7 +86,7 @@ final class HTTPClient: Sendable {
             learnAuthScheme(response)
             switch response.status {
             case 301, 302, 303, 307, 308:
-                guard let location = response.headers["location"] else { return response }
+                guard followRedirects, let location = response.headers["location"] else { return response }
                 let target = resolve(location, against: request.url)
                 guard urls.isSameOrigin(target) else {
                     throw SourceError(.protocolViolation, "\(originalURL) redirects to \(target), another origin; Folio follows redirects only within \(urls.origin) (credentials stay there): point the source at the new URL if you trust it")

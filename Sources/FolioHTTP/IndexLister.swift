@@ -8,6 +8,8 @@ import Foundation
 /// unreadable issue (see `list`). HTML gives no exact size or time, so every file from an HTML page gets a HEAD
 /// (queued as its own job, so HEADs run in parallel on all workers), which also brings the file's ETag. nginx's JSON index gives sizes and times to the second and needs no HEAD; its files
 /// carry no ETag (a HEAD per file only for the ETag would cost a request per file on every run).
+/// An HTML page without an autoindex's title costs one HEAD more, which tells a folder's index.html, shown in
+/// place of a listing, from a listing (see `isIndexFile`).
 struct IndexLister: Sendable {
     let client: HTTPClient
     let exclude: ExcludeFilter
@@ -43,6 +45,13 @@ struct IndexLister: Sendable {
             links = try IndexPageParser.parse(response.body, contentType: response.headers["content-type"])
         } catch {
             throw SourceError(.protocolViolation, "index page \(url): \(error)", path: folder)
+        }
+        // Why an error (which holds back every removal) and not the page's links: a folder's index.html links
+        // what its author chose, and every file it leaves out would look removed at the source.
+        if !IndexPageParser.isJSON(response.body, contentType: response.headers["content-type"]),
+           !IndexPageParser.isTitledAsAnIndex(response.body),
+           try isIndexFile(of: url, length: response.body.count, easy: easy, walk: walk) {
+            throw SourceError(.protocolViolation, "\(url) shows its index.html, a web page, instead of a listing of the folder, so Folio cannot tell which files it holds; nothing is removed until it can: have the server list this folder, or exclude it", path: folder)
         }
         let folderNames = folder.components.map(Array.init)
         let base = client.urls.rootNames + folderNames
@@ -87,6 +96,16 @@ struct IndexLister: Sendable {
             }
         }
         walk.add(entries, issues: issues)
+    }
+
+    /// Whether a folder's page (of `length` bytes, with no autoindex title) is the folder's `index.html`, which
+    /// servers show in place of a listing: that file answers HEAD itself (not by a redirect, as Go's server
+    /// redirects `…/index.html` to its folder) with the page's length. Any other answer says no.
+    private func isIndexFile(of folderURL: String, length: Int, easy: CurlEasy, walk: ListingWalk.Scope) throws -> Bool {
+        let response = try client.send(with: easy, cancelled: { walk.isStopped }, followRedirects: false, makeRequest: {
+            CurlEasy.Request(method: "HEAD", url: folderURL + "index.html")
+        })
+        return response.status == 200 && response.headers["content-length"] == String(length)
     }
 
     private func head(_ file: RelativePath, easy: CurlEasy, walk: ListingWalk.Scope) throws {

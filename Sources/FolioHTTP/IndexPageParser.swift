@@ -20,8 +20,21 @@ enum IndexPageParser {
 
     /// The links of a page, JSON or HTML by its content type (or its first byte).
     static func parse(_ body: [UInt8], contentType: String?) throws -> [Link] {
-        let isJSON = contentType?.lowercased().contains("json") ?? (body.first == UInt8(ascii: "["))
-        return isJSON ? try parseJSON(body) : parseHTML(body)
+        isJSON(body, contentType: contentType) ? try parseJSON(body) : parseHTML(body)
+    }
+
+    /// Whether a page is nginx's JSON index rather than HTML.
+    static func isJSON(_ body: [UInt8], contentType: String?) -> Bool {
+        contentType?.lowercased().contains("json") ?? (body.first == UInt8(ascii: "["))
+    }
+
+    /// Whether an HTML page's title is an autoindex's: "Index of /x/" (nginx, Apache, lighttpd) or "Directory
+    /// listing for /x/" (Python's http.server). Other servers' listings (Go's, Caddy's, IIS's) carry no such mark.
+    static func isTitledAsAnIndex(_ body: [UInt8]) -> Bool {
+        // Why only the head of the page: the title comes first, and a listing may run to tens of MiB.
+        let lower = body.prefix(4096).map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }
+        return find(Array("<title>index of ".utf8), in: lower, from: 0) != nil
+            || find(Array("<title>directory listing for ".utf8), in: lower, from: 0) != nil
     }
 
     /// nginx `autoindex_format json`: `[{"name":"a","type":"file","mtime":"<HTTP date>","size":1}, …]`.

@@ -109,6 +109,16 @@ final class HTTPFaultTests: XCTestCase {
         XCTAssertFalse(snapshot.isComplete)
     }
 
+    /// A listing with no autoindex title from a server that redirects `…/index.html` to its folder (Go's
+    /// http.FileServer) is a listing: the redirect is not taken for an index.html of the page's length.
+    func testAnUntitledListingWhoseIndexHTMLRedirectsIsListed() async throws {
+        let stub = try StubServer()
+        let snapshot = try await source(stub.url("go-listing")).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.issues.map(\.description), [])
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["a.txt"])
+        XCTAssertEqual(stub.requests.filter { $0["path"] as? String == "/go-listing/index.html" }.map { $0["method"] as? String }, ["HEAD"])
+    }
+
     /// A body over its bound names the request and states the bound as it is: the one-byte size probe's answer
     /// was said to exceed "0 MiB for a listing".
     func testABodyOverItsBoundNamesTheRequestAndTheBound() async throws {

@@ -102,6 +102,25 @@ final class HTTPServerTests: XCTestCase {
         XCTAssertEqual(server.requests(containing: "/dav/later/").dropFirst(before).filter { $0.hasPrefix("GET ") }, [])
     }
 
+    /// A folder that shows its index.html in place of an autoindex is an issue for that folder (which holds back
+    /// every removal), not a listing of what the page links: the files it left out looked removed at the source,
+    /// and their local copies went to the trash. Autoindex pages, titled as such, still list, at no extra request.
+    func testAFolderShowingItsIndexHTMLIsAnIssueNotAListing() async throws {
+        let server = try NginxServer()
+        FixtureTree.write(server.servedRoot, "site/listed/a.txt", "alpha\n")
+        FixtureTree.write(server.servedRoot, "site/page/index.html", "<html><head><title>Welcome</title></head><body><a href=\"a.txt\">A</a></body></html>\n")
+        FixtureTree.write(server.servedRoot, "site/page/a.txt", "alpha\n")
+        FixtureTree.write(server.servedRoot, "site/page/b.txt", "beta\n")
+        let snapshot = try await source(server.url("html", "site/")).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["listed", "listed/a.txt", "page"])
+        XCTAssertEqual(snapshot.issues.map(\.description), [
+            "cannot list page: \(server.url("html", "site/page/")) shows its index.html, a web page, instead of a listing of the folder, so Folio cannot tell which files it holds; nothing is removed until it can: have the server list this folder, or exclude it",
+        ])
+        XCTAssertFalse(snapshot.isComplete)
+        XCTAssertEqual(server.requests(containing: "index.html").map { $0.split(separator: " ").prefix(3).joined(separator: " ") },
+                       ["HEAD /html/site/page/index.html 200"])
+    }
+
     /// A server killed mid-download fails the file; after a restart the download resumes with Range from the
     /// bytes already in the partial file, and only the rest crosses the wire.
     func testKilledServerThenResumeWithRange() async throws {

@@ -128,7 +128,7 @@ class Handler(BaseHTTPRequestHandler):
                     '<D:propstat><D:prop><D:resourcetype/><D:getcontentlength>5</D:getcontentlength></D:prop>'
                     '<D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response></D:multistatus>').encode()
             return self.send(207, body, [("Content-Type", "application/xml")])
-        if scenario in ("index-badlink", "range-overrun"):
+        if scenario in ("index-badlink", "range-overrun", "go-listing"):
             return self.send(405, b"no WebDAV here")
         if scenario not in LISTINGS:
             return self.send(404, b"not found")
@@ -189,6 +189,13 @@ class Handler(BaseHTTPRequestHandler):
             if self.path == "/index-badlink/":
                 page = b'<pre><a href="../">../</a>\n<a href="ok.txt">ok.txt</a>\n<a href="a%2Fb.txt">a/b.txt</a>\n</pre>'
                 return self.send(200, page, [("Content-Type", "text/html")])
+            return self.send(200, b"hello", [("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
+        if scenario == "go-listing":
+            # A listing with no title, as Go's http.FileServer writes it, which redirects .../index.html to its folder.
+            if self.path == "/go-listing/":
+                return self.send(200, b'<pre>\n<a href="a.txt">a.txt</a>\n</pre>\n', [("Content-Type", "text/html")])
+            if self.path == "/go-listing/index.html":
+                return self.send(301, b"", [("Location", "./")])
             return self.send(200, b"hello", [("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
         if scenario == "range-overrun":
             # A plain index page whose file gives HEAD no size, and answers the one-byte GET with two bytes.
