@@ -8,8 +8,8 @@ import Foundation
 /// unreadable issue (see `list`). HTML gives no exact size or time, so every file from an HTML page gets a HEAD
 /// (queued as its own job, so HEADs run in parallel on all workers), which also brings the file's ETag. nginx's JSON index gives sizes and times to the second and needs no HEAD; its files
 /// carry no ETag (a HEAD per file only for the ETag would cost a request per file on every run).
-/// An HTML page without an autoindex's title costs one HEAD more, which tells a folder's index.html, shown in
-/// place of a listing, from a listing (see `isIndexFile`).
+/// An HTML page without an autoindex's title is refused when it asks for a password (a login page), and costs
+/// one HEAD more, which tells a folder's index.html, shown in place of a listing, from a listing (`isIndexFile`).
 struct IndexLister: Sendable {
     let client: HTTPClient
     let exclude: ExcludeFilter
@@ -46,12 +46,16 @@ struct IndexLister: Sendable {
         } catch {
             throw SourceError(.protocolViolation, "index page \(url): \(error)", path: folder)
         }
-        // Why an error (which holds back every removal) and not the page's links: a folder's index.html links
-        // what its author chose, and every file it leaves out would look removed at the source.
+        // Why errors (which hold back every removal) and not the page's links: a login page or a folder's
+        // index.html links what its author chose, and every file it leaves out would look removed at the source.
         if !IndexPageParser.isJSON(response.body, contentType: response.headers["content-type"]),
-           !IndexPageParser.isTitledAsAnIndex(response.body),
-           try isIndexFile(of: url, length: response.body.count, easy: easy, walk: walk) {
-            throw SourceError(.protocolViolation, "\(url) shows its index.html, a web page, instead of a listing of the folder, so Folio cannot tell which files it holds; nothing is removed until it can: have the server list this folder, or exclude it", path: folder)
+           !IndexPageParser.isTitledAsAnIndex(response.body) {
+            if IndexPageParser.asksForPassword(response.body) {
+                throw SourceError(.permission, "\(url) answers with a login page (it asks for a password), not a listing of the folder; nothing is removed until Folio can list it: check username and password-file or token-file, and the URL", path: folder)
+            }
+            if try isIndexFile(of: url, length: response.body.count, easy: easy, walk: walk) {
+                throw SourceError(.protocolViolation, "\(url) shows its index.html, a web page, instead of a listing of the folder, so Folio cannot tell which files it holds; nothing is removed until it can: have the server list this folder, or exclude it", path: folder)
+            }
         }
         let folderNames = folder.components.map(Array.init)
         let base = client.urls.rootNames + folderNames

@@ -37,6 +37,22 @@ enum IndexPageParser {
             || find(Array("<title>directory listing for ".utf8), in: lower, from: 0) != nil
     }
 
+    /// Whether an HTML page has a password field (`<input type="password">`): a login page, which no folder
+    /// listing is.
+    static func asksForPassword(_ body: [UInt8]) -> Bool {
+        let lower = body.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }
+        let input = Array("<input".utf8)
+        let forms = ["type=\"password\"", "type='password'", "type=password"].map { Array($0.utf8) }
+        var index = 0
+        while let start = find(input, in: lower, from: index) {
+            let end = lower[start...].firstIndex(of: UInt8(ascii: ">")) ?? lower.endIndex
+            let tag = Array(lower[start..<end])
+            if forms.contains(where: { find($0, in: tag, from: 0) != nil }) { return true }
+            index = end
+        }
+        return false
+    }
+
     /// nginx `autoindex_format json`: `[{"name":"a","type":"file","mtime":"<HTTP date>","size":1}, …]`.
     static func parseJSON(_ body: [UInt8]) throws -> [Link] {
         struct Item: Decodable {

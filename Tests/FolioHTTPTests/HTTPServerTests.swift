@@ -121,6 +121,24 @@ final class HTTPServerTests: XCTestCase {
                        ["HEAD /html/site/page/index.html 200"])
     }
 
+    /// A folder answered with a login page (a password field; here through a redirect, as a login portal sends
+    /// it) is an issue for that folder, not a listing: the page's links were taken for the folder's files.
+    func testAFolderAnsweredWithALoginPageIsAnIssueNotAListing() async throws {
+        let server = try NginxServer()
+        FixtureTree.write(server.servedRoot, "login.html", """
+            <html><head><title>Sign in</title></head><body><form method="post" action="/session">
+            <input name="user"><INPUT Type=Password name="pass"><a href="forgot.html">Forgot it?</a></form></body></html>
+            """)
+        FixtureTree.write(server.servedRoot, "site/open/a.txt", "alpha\n")
+        FixtureTree.write(server.servedRoot, "site/login-required/b.txt", "beta\n")
+        let snapshot = try await source(server.url("html", "site/")).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["login-required", "open", "open/a.txt"])
+        XCTAssertEqual(snapshot.issues.map(\.description), [
+            "cannot list login-required: \(server.url("html", "site/login-required/")) answers with a login page (it asks for a password), not a listing of the folder; nothing is removed until Folio can list it: check username and password-file or token-file, and the URL",
+        ])
+        XCTAssertFalse(snapshot.isComplete)
+    }
+
     /// A server killed mid-download fails the file; after a restart the download resumes with Range from the
     /// bytes already in the partial file, and only the rest crosses the wire.
     func testKilledServerThenResumeWithRange() async throws {

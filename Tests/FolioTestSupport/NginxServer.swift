@@ -8,7 +8,8 @@ import Glibc
 /// without Content-Length (its GETs have one), `/nosize/` ignores Range and never sends Content-Length (nginx's
 /// SSI filter drops both, as a server that builds each page would), and an HTML autoindex that answers PROPFIND
 /// with 404, as plain servers answer methods they do not know (`/nodav/`).
-/// In every location, a path that contains `error-500` answers HTTP 500, as a failing script would.
+/// In every location, a path that contains `error-500` answers HTTP 500, as a failing script would, and one that
+/// contains `login-required/` is redirected to `/html/login.html` (a file the test writes), as a login portal does.
 /// Optionally over TLS with a self-signed certificate (`certificatePath` is the CA to trust).
 public final class NginxServer: @unchecked Sendable {
     // Why @unchecked Sendable: a test drives one server from one method; start()/stop() run in sequence.
@@ -96,6 +97,7 @@ public final class NginxServer: @unchecked Sendable {
               server {
                 \(listen)
                 location ~ error-500 { return 500; }
+                location ~ login-required/ { return 302 /html/login.html; }
                 location /dav/ { alias \(root)/; dav_ext_methods PROPFIND OPTIONS; }
                 location /html/ { alias \(root)/; autoindex on; }
                 location /json/ { alias \(root)/; autoindex on; autoindex_format json; }
