@@ -54,7 +54,7 @@ public final class Destination: Sendable {
                     shards.append(try Self.makeFolder(in: partial, name: name, display: path + "/.folio/partial/" + name))
                 }
                 trash = try Self.makeFolder(in: folio, name: "trash", display: path + "/.folio/trash")
-                precision = Self.timePrecision(of: folio, probing: true)  // after the folders in it are made
+                precision = Self.timePrecision(of: folio, probing: true)
             } catch {
                 close(root)
                 if partial >= 0 { close(partial) }
@@ -80,19 +80,17 @@ public final class Destination: Sendable {
     /// filesystem keeps of it shows its precision.
     static let probeTime = FileTime(seconds: 1_000_000_001, nanoseconds: 123_456_789)
 
-    /// How finely the filesystem of the folder `folio` keeps times. Why `.folio`'s own time: it is Folio's
-    /// folder, and its time, once set to `probeTime`, stays as the filesystem kept it until an entry is added
-    /// or removed right inside it, which happens once (when `trash` or `partial` is made). So a run reads one
-    /// `fstat`, and only a first run sets the time (with `probing`; without it, an unknown time reads as
-    /// `.nanosecond`).
+    /// How finely the filesystem of the folder `folio` keeps times, found by setting `.folio`'s own time (it is
+    /// Folio's folder) and reading back what was kept. Why every run, not once: a `.folio` restored from a tar
+    /// or zip, or copied through FAT, carries a cut-down probe time that would pass for this filesystem's. A dry
+    /// run (`probing` false) writes nothing: it reads what the last run left, and `.nanosecond` without one.
     private static func timePrecision(of folio: Int32, probing: Bool) -> TimePrecision {
         var info = stat()
-        guard fstat(folio, &info) == 0 else { return .nanosecond }
-        if !isProbe(FileTime(modificationOf: info)) {
-            guard probing else { return .nanosecond }
+        if probing {
             var times = [timespec(probeTime), timespec(probeTime)]
-            guard futimens(folio, &times) == 0, fstat(folio, &info) == 0, isProbe(FileTime(modificationOf: info)) else { return .nanosecond }
+            guard futimens(folio, &times) == 0 else { return .nanosecond }
         }
+        guard fstat(folio, &info) == 0, isProbe(FileTime(modificationOf: info)) else { return .nanosecond }
         return TimePrecision(keeping: FileTime(modificationOf: info), of: probeTime)
     }
 

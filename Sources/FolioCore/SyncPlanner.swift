@@ -180,9 +180,15 @@ private struct Merge {
             let sameShape = entry.size == item.size && FileTime.equal(entry.mtime, entry.precision, item.mtime, localPrecision)
             let leftAsWritten = recorded?.isLeftAsWritten(item) ?? false
             if sameShape {
-                if let recorded, leftAsWritten, let before = recorded.validator, let now = entry.validator, before != now {
-                    // Same size and time but a new validator: the content changed (an ETag tells what mtimes miss).
-                    plan.downloads.append(SyncPlan.Download(entry: entry, replacing: item, hasLocalChanges: false))
+                if let recorded, leftAsWritten, Self.sourceMovedOn(entry, from: recorded) {
+                    // Same size and time here, but the source is not at the version Folio wrote: a new ETag or
+                    // checksum, or a new time this destination cannot show (a same-size edit within the second
+                    // of a filesystem that keeps whole seconds).
+                    if Self.sameContent(entry, recorded) {
+                        plan.mtimeFixes.append((entry: entry, local: item))
+                    } else {
+                        plan.downloads.append(SyncPlan.Download(entry: entry, replacing: item, hasLocalChanges: false))
+                    }
                 } else if let recorded, recorded.describesSameVersion(as: entry), leftAsWritten {
                     plan.unchangedFiles += 1
                 } else {
@@ -200,6 +206,17 @@ private struct Merge {
             // A type change: the local entry goes to the trash, then the source's entry takes its place.
             if remove(item, reason: .typeChange) { add(entry) }
         }
+    }
+
+    /// Whether the source's entry is a later version than the recorded one, as far as the source can tell: its
+    /// size, its time at its own precision (a listing that keeps less of the time is not a change), and the
+    /// tokens both sides have.
+    private static func sourceMovedOn(_ entry: Entry, from recorded: RecordedEntry) -> Bool {
+        if entry.size != recorded.size { return true }
+        if entry.mtime.isKnown, !FileTime.equal(entry.mtime, entry.precision, recorded.mtime, entry.precision) { return true }
+        if let now = entry.validator, let before = recorded.validator, now != before { return true }
+        if let now = entry.checksum, let before = recorded.checksum, now != before { return true }
+        return false
     }
 
     /// Whether the source says the content is still what was copied, although the mtime moved.

@@ -39,6 +39,10 @@ final class CoarseTimeDestinationTests: XCTestCase {
         XCTAssertEqual(coarse.timePrecision, .second)
         XCTAssertEqual(try Destination(path: mountPoint + "/mirror", create: false).timePrecision, .second, "read back without setting it again")
         XCTAssertEqual(try Destination(path: scratch.path("fine"), create: true).timePrecision, .nanosecond, "/tmp's own filesystem")
+        // A `.folio` restored from a tar of the coarse one (its probe time cut to the second) does not pass the
+        // coarse filesystem's precision on to this one.
+        FixtureTree.setMtime(scratch.path("fine/.folio"), (seconds: 1_000_000_001, nanoseconds: 0))
+        XCTAssertEqual(try Destination(path: scratch.path("fine"), create: true).timePrecision, .nanosecond)
     }
 
     func testAMirrorThereIsUnchangedOnTheNextRunAndTheTrashStaysEmpty() async throws {
