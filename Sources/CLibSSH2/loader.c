@@ -15,7 +15,7 @@
     X(libssh2_init) X(libssh2_session_init_ex) X(libssh2_session_free) X(libssh2_session_set_blocking) \
     X(libssh2_session_set_timeout) X(libssh2_session_callback_set) X(libssh2_session_handshake) X(libssh2_session_hostkey) \
     X(libssh2_session_last_error) X(libssh2_session_disconnect_ex) X(libssh2_session_method_pref) X(libssh2_hostkey_hash) \
-    X(libssh2_knownhost_init) X(libssh2_knownhost_free) \
+    X(libssh2_keepalive_config) X(libssh2_keepalive_send) X(libssh2_knownhost_init) X(libssh2_knownhost_free) \
     X(libssh2_knownhost_readline) X(libssh2_knownhost_checkp) X(libssh2_userauth_list) \
     X(libssh2_userauth_authenticated) X(libssh2_userauth_publickey_fromfile_ex) X(libssh2_userauth_password_ex) \
     X(libssh2_agent_init) X(libssh2_agent_connect) X(libssh2_agent_list_identities) X(libssh2_agent_get_identity) \
@@ -58,6 +58,10 @@ int libssh2_session_method_pref(LIBSSH2_SESSION *session, int methodType, const 
     return loaded_libssh2_session_method_pref(session, methodType, preferences);
 }
 const char *libssh2_hostkey_hash(LIBSSH2_SESSION *session, int type) { return loaded_libssh2_hostkey_hash(session, type); }
+void libssh2_keepalive_config(LIBSSH2_SESSION *session, int wantReply, unsigned interval) {
+    loaded_libssh2_keepalive_config(session, wantReply, interval);
+}
+int libssh2_keepalive_send(LIBSSH2_SESSION *session, int *secondsToNext) { return loaded_libssh2_keepalive_send(session, secondsToNext); }
 
 LIBSSH2_KNOWNHOSTS *libssh2_knownhost_init(LIBSSH2_SESSION *session) { return loaded_libssh2_knownhost_init(session); }
 void libssh2_knownhost_free(LIBSSH2_KNOWNHOSTS *hosts) { loaded_libssh2_knownhost_free(hosts); }

@@ -42,7 +42,7 @@ public enum HostKeyTrust {
         let key = try describe(session, host: host, port: port)
         let result: LibSSH2.KnownHostResult
         do {
-            result = try LibSSH2.checkKnownHosts(session, lines: lines, name: knownHostsName(host: host, port: port),
+            result = try LibSSH2.checkKnownHosts(session, lines: lines, names: knownHostsNames(host: host, port: port),
                                                  key: key.raw, keyType: key.rawType)
         } catch {
             throw SourceError(.localIO, "cannot check \(knownHostsPath)", underlying: error.description)
@@ -105,6 +105,14 @@ public enum HostKeyTrust {
     static func knownHostsName(host: String, port: Int) -> String {
         let host = host.lowercased()
         return port == 22 ? host : "[\(host)]:\(port)"
+    }
+
+    /// The names to look a server up under: `knownHostsName`, then, for a host typed with capitals, the name as
+    /// typed, which older Folio versions wrote (so their `folio trust` lines keep working).
+    static func knownHostsNames(host: String, port: Int) -> [String] {
+        let typed = port == 22 ? host : "[\(host)]:\(port)"
+        let name = knownHostsName(host: host, port: port)
+        return typed == name ? [name] : [name, typed]
     }
 
     /// The key type is the first string of the SSH wire-format key.

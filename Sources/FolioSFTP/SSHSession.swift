@@ -33,6 +33,7 @@ final class SSHSession {
             do throws(SourceError) {
                 try verifyHostKey(session, endpoint, knownHosts: knownHosts)
                 try SSHAuthenticator(session: session, endpoint: endpoint).authenticate()
+                LibSSH2.keepaliveOnceAfterLogin(session)
                 return SSHSession(endpoint: endpoint, session: session, socket: socket)
             } catch {
                 LibSSH2.end(session, socket: socket)
@@ -54,7 +55,7 @@ final class SSHSession {
             throw SourceError(.localIO, "cannot create an SSH session for \(display)", underlying: error.description)
         }
         do {
-            try LibSSH2.preferKnownHostKeyTypes(session, lines: knownHosts, name: HostKeyTrust.knownHostsName(host: host, port: port))
+            try LibSSH2.preferKnownHostKeyTypes(session, lines: knownHosts, names: HostKeyTrust.knownHostsNames(host: host, port: port))
         } catch {
             LibSSH2.free(session)
             Glibc.close(socket)
@@ -79,7 +80,7 @@ final class SSHSession {
         let key = try HostKeyTrust.describe(session, host: endpoint.host, port: endpoint.port)
         let result: LibSSH2.KnownHostResult
         do {
-            result = try LibSSH2.checkKnownHosts(session, lines: knownHosts, name: HostKeyTrust.knownHostsName(host: endpoint.host, port: endpoint.port),
+            result = try LibSSH2.checkKnownHosts(session, lines: knownHosts, names: HostKeyTrust.knownHostsNames(host: endpoint.host, port: endpoint.port),
                                                  key: key.raw, keyType: key.rawType)
         } catch {
             throw SourceError(.authentication, "cannot check the host key of \(endpoint.hostURL) against \(endpoint.knownHostsPath)", underlying: error.description)

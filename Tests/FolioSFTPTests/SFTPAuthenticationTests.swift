@@ -86,6 +86,22 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         XCTAssertEqual(standing, .unknown)
     }
 
+    /// A host typed with capitals is looked up in lower case, as OpenSSH writes it, and as typed, as older Folio
+    /// versions' `folio trust` wrote it: both lines let it connect.
+    func testAHostTypedWithCapitalsMatchesItsLineInEitherCase() throws {
+        let server = try SSHServer()
+        let files = TemporaryDirectory("sftp-host-case")
+        let line = try String(contentsOfFile: server.knownHostsPath, encoding: .utf8)
+        XCTAssertTrue(line.hasPrefix("[127.0.0.1]:\(server.port) "), line)
+        for name in ["localhost", "LocalHost"] {
+            FixtureTree.write(files.path, name, line.replacingOccurrences(of: "[127.0.0.1]", with: "[\(name)]"))
+            let (_, standing) = try HostKeyTrust.fetch(host: "LocalHost", port: server.port, knownHostsPath: files.path(name), timeoutSeconds: 10)
+            XCTAssertEqual(standing, .trusted, "a line for \(name)")
+        }
+        FixtureTree.write(files.path, "other", line.replacingOccurrences(of: "[127.0.0.1]", with: "[otherhost]"))
+        XCTAssertEqual(try HostKeyTrust.fetch(host: "LocalHost", port: server.port, knownHostsPath: files.path("other"), timeoutSeconds: 10).standing, .unknown)
+    }
+
     func testChangedHostKeyIsRefused() async throws {
         let server = try SSHServer()
         let served = TemporaryDirectory("sftp-changed")
