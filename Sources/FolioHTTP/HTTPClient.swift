@@ -54,7 +54,7 @@ final class HTTPClient: Sendable {
     /// With `followRedirects` false, a redirect is returned as the final response.
     func send(
         with easy: CurlEasy, cancelled: @escaping () -> Bool = { false }, followRedirects: Bool = true,
-        makeRequest: () -> CurlEasy.Request,
+        retriesServerErrors: Bool = true, makeRequest: () -> CurlEasy.Request,
         decide: @escaping (Int, HTTPHeaders) throws -> Bool = { _, _ in false },
         onBody: @escaping (UnsafeRawBufferPointer) throws -> Void = { _ in }
     ) throws -> CurlEasy.Response {
@@ -109,7 +109,7 @@ final class HTTPClient: Sendable {
                 continue
             case 500, 502, 504...599:
                 attempt += 1
-                guard attempt < Self.maxAttempts else { return response }
+                guard retriesServerErrors, attempt < Self.maxAttempts else { return response }
                 Thread.sleep(forTimeInterval: Self.backoff(attempt: attempt))
                 continue
             default:

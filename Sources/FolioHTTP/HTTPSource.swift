@@ -132,9 +132,9 @@ public struct HTTPSource: Source {
                 listing.memo.plainOn = last.plainOn ?? today
                 detected.value.withLock { $0 = false }
                 return listing
-            } catch let error as SourceError where !error.failsRun {
-                // Probed below. Why not after any error: a server that is down, refuses the credentials or was
-                // cancelled would fail the probe the same way, after a second timeout.
+            } catch let error as SourceError where !error.failsRun && error.code != .serverError {
+                // Probed below. Why not after any error: a server that is down, refuses the credentials, was
+                // cancelled or answers the root with 5xx would fail the probe the same way, after a second round.
             }
         }
         // Why no OPTIONS first: the listing's own first PROPFIND tells a WebDAV server (207, or 403 to

@@ -48,14 +48,10 @@ struct IndexLister: Sendable {
         }
         // Why errors (which hold back every removal) and not the page's links: a login page or a folder's
         // index.html links what its author chose, and every file it leaves out would look removed at the source.
-        if !IndexPageParser.isJSON(response.body, contentType: response.headers["content-type"]),
-           !IndexPageParser.isTitledAsAnIndex(response.body) {
-            if IndexPageParser.asksForPassword(response.body) {
-                throw SourceError(.permission, "\(url) answers with a login page (it asks for a password), not a listing of the folder; nothing is removed until Folio can list it: check username and password-file or token-file, and the URL", path: folder)
-            }
-            if try isIndexFile(of: url, length: response.body.count, easy: easy, walk: walk) {
-                throw SourceError(.protocolViolation, "\(url) shows its index.html, a web page, instead of a listing of the folder, so Folio cannot tell which files it holds; nothing is removed until it can: have the server list this folder, or exclude it", path: folder)
-            }
+        let untitled = !IndexPageParser.isJSON(response.body, contentType: response.headers["content-type"])
+            && !IndexPageParser.isTitledAsAnIndex(response.body)
+        if untitled, IndexPageParser.asksForPassword(response.body) {
+            throw SourceError(.permission, "\(url) answers with a login page (it asks for a password), not a listing of the folder; nothing is removed until Folio can list it: check username and password-file or token-file, and the URL", path: folder)
         }
         let folderNames = folder.components.map(Array.init)
         let base = client.urls.rootNames + folderNames
@@ -99,14 +95,21 @@ struct IndexLister: Sendable {
                 walk.push(.head(path))
             }
         }
+        // Why after the links' folders are queued: the HEAD of index.html costs a round trip, which other workers
+        // spend listing those folders meanwhile. Should the page be the folder's index.html after all, its links
+        // are real paths below the folder, and the error holds back every removal.
+        if untitled, try isIndexFile(of: url, length: response.body.count, easy: easy, walk: walk) {
+            throw SourceError(.protocolViolation, "\(url) shows its index.html, a web page, instead of a listing of the folder, so Folio cannot tell which files it holds; nothing is removed until it can: have the server list this folder, or exclude it", path: folder)
+        }
         walk.add(entries, issues: issues)
     }
 
     /// Whether a folder's page (of `length` bytes, with no autoindex title) is the folder's `index.html`, which
     /// servers show in place of a listing: that file answers HEAD itself (not by a redirect, as Go's server
-    /// redirects `…/index.html` to its folder) with the page's length. Any other answer says no.
+    /// redirects `…/index.html` to its folder) with the page's length. Any other answer says no, a server error
+    /// at once (no retries: the folder's own page has just listed).
     private func isIndexFile(of folderURL: String, length: Int, easy: CurlEasy, walk: ListingWalk.Scope) throws -> Bool {
-        let response = try client.send(with: easy, cancelled: { walk.isStopped }, followRedirects: false, makeRequest: {
+        let response = try client.send(with: easy, cancelled: { walk.isStopped }, followRedirects: false, retriesServerErrors: false, makeRequest: {
             CurlEasy.Request(method: "HEAD", url: folderURL + "index.html")
         })
         return response.status == 200 && response.headers["content-length"] == String(length)

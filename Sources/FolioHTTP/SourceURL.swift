@@ -105,10 +105,13 @@ struct SourceURL: Sendable {
     }
 
     /// Whether a relative href (an index page's link) has the shape of a link to one child of its folder: no
-    /// scheme, query or fragment first, no leading `/`, and one segment that is not `..` once `.` segments and a trailing `/` are left
-    /// out. Such a link that `names(ofHref:base:)` refuses is an entry Folio cannot read, not a link elsewhere.
+    /// scheme, query or fragment (a child's `?` or `#` arrives %-escaped; a raw one is a page's own link, such as
+    /// `notes.html#usage` in an Apache header, or a sort order), no leading `/`, and one segment that is not `..`
+    /// once `.` segments and a trailing `/` are left out. Such a link that `names(ofHref:base:)` refuses is an
+    /// entry Folio cannot read, not a link elsewhere.
     static func looksLikeChild(_ href: String) -> Bool {
-        guard !href.hasPrefix("/"), !href.hasPrefix("?"), !href.hasPrefix("#"), schemeSeparator(in: href) == nil else { return false }
+        guard !href.hasPrefix("/"), !href.utf8.contains(UInt8(ascii: "?")), !href.utf8.contains(UInt8(ascii: "#")),
+              schemeSeparator(in: href) == nil else { return false }
         var segments = href.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).filter { !$0.elementsEqual(".".utf8) }
         if segments.last?.isEmpty == true { segments.removeLast() }
         return segments.count == 1 && !segments[0].elementsEqual("..".utf8)

@@ -75,7 +75,7 @@ final class ListingParserTests: XCTestCase {
         XCTAssertThrowsError(try urls.names(ofHref: "./../x", base: base)) { XCTAssertEqual("\($0)", "\(SourceURL.HrefProblem.traversal)") }
         XCTAssertThrowsError(try urls.names(ofHref: "/files/sub/./x")) { XCTAssertEqual("\($0)", "\(SourceURL.HrefProblem.traversal)") }
         for href in ["a%2Fb.txt", "./a%zz", "d%00/", "%2e%2e/"] { XCTAssertTrue(SourceURL.looksLikeChild(href), href) }
-        for href in ["../", "./", "/files/", "http://x/y", "a/b", "?C=N;O=D"] { XCTAssertFalse(SourceURL.looksLikeChild(href), href) }
+        for href in ["../", "./", "/files/", "http://x/y", "a/b", "?C=N;O=D", "notes.html#usage", "get.php?id=3"] { XCTAssertFalse(SourceURL.looksLikeChild(href), href) }
     }
 
     func testPropertyTextLosesOnlyXMLWhiteSpace() {
