@@ -188,43 +188,34 @@ public final class Destination: Sendable {
 
     // MARK: trash
 
-    /// What `discard` found where the scan had found the entry.
-    enum Discarded: Equatable {
-        /// The entry the scan found, moved to the trash (or unlinked when there is no trash).
-        case asScanned
-        /// An entry that changed since the scan (written during the run): moved to the trash or unlinked all the
-        /// same, and to be reported as a local change.
-        case changedSinceScan
-        /// Nothing: something else removed it during the run.
-        case alreadyGone
-    }
-
     /// Moves the entry the scan found as `scanned` (a folder with everything in it) to `trash/<run>/<same path>`,
-    /// or unlinks it when there is no trash (`trash-days = 0`).
+    /// or unlinks it when there is no trash (`trash-days = 0`). Returns whether what it moved had changed since
+    /// the scan (written during the run): a local change to report. Nothing there (something else removed it
+    /// during the run) is no change and no failure.
     ///
     /// Why it looks first: the scan may be seconds old, and an edit made since then must be reported, not taken
     /// silently (guarantee 4), above all when there is no trash to keep it. A folder is compared by its own inode
     /// and mtime, which catch entries added, removed or renamed right inside it, not an edit deeper down; with a
     /// trash, such an edit is kept all the same.
-    func discard(_ scanned: LocalItem, runID: String?) throws(SourceError) -> Discarded {
+    func discard(_ scanned: LocalItem, runID: String?) throws(SourceError) -> Bool {
         let relative = scanned.path
         let parent = try openFolder(relative.parent ?? .root)
         defer { close(parent) }
         var info = stat()
         guard CString.with(relative.name, { fstatat(parent, $0, &info, AT_SYMLINK_NOFOLLOW) }) == 0 else {
-            if errno == ENOENT { return .alreadyGone }
+            if errno == ENOENT { return false }
             throw Self.error(errno, "cannot stat \(path)/\(relative)", path: relative)
         }
-        let found: Discarded = Self.isStill(scanned, info) ? .asScanned : .changedSinceScan
+        let changedSinceScan = !Self.isStill(scanned, info)
         guard let runID else {
             try Self.removeTree(in: parent, name: Array(relative.name), display: "\(path)/\(relative)")
-            return found
+            return changedSinceScan
         }
         let trashParent = try trashFolder(for: relative, runID: runID)
         defer { close(trashParent) }
         let result = CString.with(relative.name) { name in renameat(parent, name, trashParent, name) }
         if result != 0 { throw Self.error(errno, "cannot move \(path)/\(relative) to the trash", path: relative) }
-        return found
+        return changedSinceScan
     }
 
     /// Keeps the file at `relative` (in the open folder `parent`) in the trash before it is replaced: a hard

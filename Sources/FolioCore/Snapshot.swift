@@ -59,6 +59,19 @@ public struct ListingIssue: Sendable, Hashable, CustomStringConvertible {
         self.kind = kind
     }
 
+    /// A followed symbolic link that leads outside the source root or to nothing (a missing target, a loop the
+    /// server reports as missing): skipped, as a link the policy skips.
+    public static func linkLeadsNowhere(_ path: RelativePath) -> ListingIssue {
+        ListingIssue(path: path.description, kind: .skipped("symbolic link leads outside the source root or nowhere"))
+    }
+
+    /// A followed symbolic link that could not be resolved, for `reason` (permission denied on the way, a failing
+    /// disk). Why unreadable, which blocks removals: what the link leads to is unknown, and taking it for gone
+    /// would trash everything mirrored through it.
+    public static func unresolvedLink(_ path: RelativePath, reason: String) -> ListingIssue {
+        ListingIssue(path: path.description, kind: .unreadable("cannot resolve the symbolic link: \(reason)"))
+    }
+
     public var blocksRemovals: Bool {
         if case .unreadable = kind { return true }
         return false

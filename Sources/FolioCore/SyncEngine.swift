@@ -181,11 +181,11 @@ public struct SyncEngine: Sendable {
         for removal in plan.removals {
             try Task.checkCancellation()
             do {
-                let found = try destination.discard(removal.item, runID: trashID)
+                let changedSinceScan = try destination.discard(removal.item, runID: trashID)
                 committer.forget(removal.item.path)
                 report.removed += removal.entryCount
                 report.changedPaths.append(removal.item.path)
-                if removal.hasLocalChanges || found == .changedSinceScan {
+                if removal.hasLocalChanges || changedSinceScan {
                     report.localChanges.append(removal.item.path)
                     report.trashed += 1
                 }

@@ -279,14 +279,14 @@ struct TreeWalker: Sendable {
     /// of links is skipped; one that cannot be resolved for any other reason is unreadable, unless excluded.
     private func follow(_ path: RelativePath, realRoot: String?, into result: inout Collected) -> (target: String, info: stat)? {
         guard let realRoot else {
-            result.issues.append(ListingIssue(path: path.description, kind: .unreadable("cannot resolve the symbolic link: the real path of \(rootPath) is unknown")))
+            result.issues.append(.unresolvedLink(path, reason: "the real path of \(rootPath) is unknown"))
             return nil
         }
         let (resolved, resolveError) = CString.with(Array(rootPath.utf8) + [UInt8(ascii: "/")] + path.bytes) { (Self.realPath($0), errno) }
         let error: Int32
         if let target = resolved {
             guard target == realRoot || target.hasPrefix(realRoot == "/" ? "/" : realRoot + "/") else {
-                result.issues.append(ListingIssue(path: path.description, kind: .skipped(Self.leadsNowhere)))
+                result.issues.append(.linkLeadsNowhere(path))
                 return nil
             }
             var info = stat()
@@ -297,19 +297,15 @@ struct TreeWalker: Sendable {
         }
         switch error {
         case ENOENT, ENOTDIR:
-            result.issues.append(ListingIssue(path: path.description, kind: .skipped(Self.leadsNowhere)))
+            result.issues.append(.linkLeadsNowhere(path))
         case ELOOP:
             result.issues.append(ListingIssue(path: path.description, kind: .skipped("symbolic link loop")))
         default:
             if exclude.excludes(path, isFolder: false), exclude.excludes(path, isFolder: true) { break }
-            // Why unreadable, which blocks removals: what the link leads to is unknown (permission denied on the
-            // way, a failing disk), and taking it for gone would trash everything mirrored through it.
-            result.issues.append(ListingIssue(path: path.description, kind: .unreadable("cannot resolve the symbolic link: \(String(cString: strerror(error)))")))
+            result.issues.append(.unresolvedLink(path, reason: String(cString: strerror(error))))
         }
         return nil
     }
-
-    static let leadsNowhere = "symbolic link leads outside the source root or nowhere"
 
     private func display(_ path: RelativePath) -> String { path.isRoot ? rootPath : path.description }
 

@@ -117,7 +117,7 @@ struct EntryClassifier: Sendable {
             return
         }
         guard Self.isWithin(real, realRoot) else {
-            out.issues.append(ListingIssue(path: path.description, kind: .skipped(Self.leadsNowhere)))
+            out.issues.append(.linkLeadsNowhere(path))
             return
         }
         let attributes: RemoteAttributes
@@ -146,20 +146,16 @@ struct EntryClassifier: Sendable {
         }
     }
 
-    static let leadsNowhere = "symbolic link leads outside the source root or nowhere"
-
     /// Records a link the server did not resolve, failing with `error` (nil: no reason given). One that leads
     /// nowhere (a missing target, a loop) is skipped; any other is unreadable, unless excluded.
     private func unresolved(_ path: RelativePath, remote: [UInt8], _ error: LibSSH2Error?, _ session: SSHSession, into out: inout FolderListing) throws(SourceError) {
         if let error, error.isConnectionLoss { throw session.sourceError(error, doing: "resolving the link", remote: remote) }
         if let error, error.isNoSuchFile {
-            out.issues.append(ListingIssue(path: path.description, kind: .skipped(Self.leadsNowhere)))
+            out.issues.append(.linkLeadsNowhere(path))
             return
         }
         if options.exclude.excludes(path, isFolder: false), options.exclude.excludes(path, isFolder: true) { return }
-        // Why unreadable, which blocks removals: what the link leads to is unknown (permission denied, a failing
-        // disk), and taking it for gone would trash everything mirrored through it.
-        out.issues.append(ListingIssue(path: path.description, kind: .unreadable("cannot resolve the symbolic link: \(error.map(Self.reason) ?? "the server did not say why")")))
+        out.issues.append(.unresolvedLink(path, reason: error.map(Self.reason) ?? "the server did not say why"))
     }
 
     /// Whether `path` is `folder` or lies below it (both real, absolute server paths).

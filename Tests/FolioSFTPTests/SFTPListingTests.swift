@@ -86,11 +86,7 @@ final class SFTPListingTests: SFTPTestCase {
     /// Logged in as an unprivileged user (root reads everything): a folder it cannot read is reported as
     /// unreadable (which blocks removals) and the rest of the tree is still listed, by either path.
     func testUnreadableFolderIsReportedAndTheRestListed() async throws {
-        guard getpwnam("folio-test") != nil else {
-            XCTFail("user folio-test is missing; run scripts/install-deps.sh as root")
-            return
-        }
-        let server = try SSHServer(user: "folio-test")
+        guard let server = try unprivilegedServer() else { return }
         let served = TemporaryDirectory("sftp-unreadable")
         FixtureTree.write(served.path, "a.txt", "alpha\n")
         FixtureTree.write(served.path, "open/b.txt", "bravo\n")
@@ -116,11 +112,7 @@ final class SFTPListingTests: SFTPTestCase {
     /// a failed realpath's request id for its status: as a session's first request, the root's failed realpath
     /// came back as an empty path, whose stat called the unreachable root missing.
     func testAMissingOrUnreachableRootIsNamedByEitherPath() async throws {
-        guard getpwnam("folio-test") != nil else {
-            XCTFail("user folio-test is missing; run scripts/install-deps.sh as root")
-            return
-        }
-        let server = try SSHServer(user: "folio-test")
+        guard let server = try unprivilegedServer() else { return }
         let served = TemporaryDirectory("sftp-root-errors")
         FixtureTree.write(served.path, "closed/inner/a.txt", "alpha\n")
         XCTAssertEqual(chmod(served.path("closed"), 0), 0)
@@ -143,11 +135,7 @@ final class SFTPListingTests: SFTPTestCase {
     /// A dangling link is still only skipped, and an excluded link blocks nothing. The target's folder is
     /// excluded, so that the link is the only way to it.
     func testALinkTheServerCannotResolveBlocksRemovals() async throws {
-        guard getpwnam("folio-test") != nil else {
-            XCTFail("user folio-test is missing; run scripts/install-deps.sh as root")
-            return
-        }
-        let server = try SSHServer(user: "folio-test")
+        guard let server = try unprivilegedServer() else { return }
         let served = TemporaryDirectory("sftp-link-denied")
         FixtureTree.write(served.path, "real/data/f.txt", "data\n")
         FixtureTree.makeFolder(served.path, "links")
@@ -218,5 +206,15 @@ final class SFTPListingTests: SFTPTestCase {
         XCTAssertNil(ExecListing.parse(lookalike), "a file named like the marker is not the end")
         XCTAssertEqual(ExecListing.parse(lookalike + Array("folio-listing-end\u{0}".utf8))?.records.map { String(decoding: $0.path, as: UTF8.self) },
                        ["folio-listing-end"])
+    }
+
+    /// A server that logs in the unprivileged user folio-test (root reads everything), or nil, failing the test,
+    /// where scripts/install-deps.sh has not made that user.
+    private func unprivilegedServer(file: StaticString = #filePath, line: UInt = #line) throws -> SSHServer? {
+        guard getpwnam("folio-test") != nil else {
+            XCTFail("user folio-test is missing; run scripts/install-deps.sh as root", file: file, line: line)
+            return nil
+        }
+        return try SSHServer(user: "folio-test")
     }
 }

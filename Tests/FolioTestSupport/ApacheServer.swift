@@ -68,6 +68,13 @@ public final class ApacheServer: @unchecked Sendable {
         let modules = "/usr/lib/apache2/modules"
         let loads = ["mpm_event", "authz_core", "authz_user", "authn_core", "authn_file", "auth_digest", "alias", "autoindex", "dav", "dav_fs", "mime"]
             .map { "LoadModule \($0)_module \(modules)/mod_\($0).so" }.joined(separator: "\n")
+        let digestAuth = """
+              AuthType Digest
+              AuthName "folio"
+              AuthDigestProvider file
+              AuthUserFile \(folder.path("htdigest"))
+              Require valid-user
+            """
         let config = """
             ServerRoot "\(folder.path)"
             ServerName 127.0.0.1
@@ -103,19 +110,11 @@ public final class ApacheServer: @unchecked Sendable {
               Dav On
             </Location>
             <Location /mixed/locked>
-              AuthType Digest
-              AuthName "folio"
-              AuthDigestProvider file
-              AuthUserFile \(folder.path("htdigest"))
-              Require valid-user
+            \(digestAuth)
             </Location>
             <Location /digest>
               Dav On
-              AuthType Digest
-              AuthName "folio"
-              AuthDigestProvider file
-              AuthUserFile \(folder.path("htdigest"))
-              Require valid-user
+            \(digestAuth)
             </Location>
 
             """
