@@ -4,6 +4,7 @@ set -euo pipefail
 packages=(
   pkg-config libssh2-1-dev libcurl4-openssl-dev libsqlite3-dev libsystemd-dev  # build
   openssh-server openssh-client nginx libnginx-mod-http-dav-ext apache2 python3 util-linux  # test servers
+  exfatprogs exfat-fuse  # a destination that ignores case (CaseInsensitiveDestinationTests)
   systemd strace  # scripts/verify-systemd.sh: systemd-analyze verify, and the daemon's system calls vs its filter
 )
 missing=()

@@ -22,6 +22,9 @@ public final class Destination: Sendable {
     /// small inodes, many network shares), a copy's time can never equal the source's to the nanosecond, and
     /// comparing finer than this would fetch every file again on every run.
     public let timePrecision: TimePrecision
+    /// Whether this filesystem takes names that differ only in case for one name (exFAT, FAT, an SMB share of a
+    /// Windows server, ext4 with casefold): two such source names cannot both be mirrored here (`CaseClashes`).
+    public let ignoresCase: Bool
 
     /// Opens (and with `create`, makes) the destination and its `.folio` folders.
     public init(path: String, create: Bool) throws(SourceError) {
@@ -44,6 +47,7 @@ public final class Destination: Sendable {
         var partial: Int32 = -1, trash: Int32 = -1
         var shards: [Int32] = []
         var precision = TimePrecision.nanosecond
+        var foldsCase = false
         if create {
             do {
                 let folio = try Self.makeFolder(in: root, name: ".folio", display: path + "/.folio")
@@ -55,6 +59,7 @@ public final class Destination: Sendable {
                 }
                 trash = try Self.makeFolder(in: folio, name: "trash", display: path + "/.folio/trash")
                 precision = Self.timePrecision(of: folio, probing: true)
+                foldsCase = Self.ignoresCase(in: folio)
             } catch {
                 close(root)
                 if partial >= 0 { close(partial) }
@@ -65,10 +70,12 @@ public final class Destination: Sendable {
             let folio = folio_openat_dir_nofollow(root, ".folio")
             if folio >= 0 {
                 precision = Self.timePrecision(of: folio, probing: false)
+                foldsCase = Self.ignoresCase(in: folio)
                 close(folio)
             }
         }
         timePrecision = precision
+        ignoresCase = foldsCase
         rootFD = root
         takesDirectIO = FileSystemType(of: root).takesDirectIO
         partialFD = partial
@@ -92,6 +99,15 @@ public final class Destination: Sendable {
         }
         guard fstat(folio, &info) == 0, isProbe(FileTime(modificationOf: info)) else { return .nanosecond }
         return TimePrecision(keeping: FileTime(modificationOf: info), of: probeTime)
+    }
+
+    /// Whether the filesystem of the folder `folio` finds its `partial` folder as `PARTIAL` too. Why that name: only
+    /// Folio writes in `.folio`, so on a filesystem that keeps case apart nothing answers to it; and a lookup
+    /// writes nothing, so a dry run can ask as well. (Not by inode: a FUSE filesystem such as exfat-fuse gives
+    /// each spelling of a name its own node number.)
+    private static func ignoresCase(in folio: Int32) -> Bool {
+        var info = stat()
+        return fstatat(folio, "PARTIAL", &info, AT_SYMLINK_NOFOLLOW) == 0
     }
 
     /// Whether `time` is what a filesystem may have kept of `probeTime`.

@@ -106,6 +106,9 @@ public struct SyncEngine: Sendable {
         if source.features.listsAhead, !options.dryRun { listing.hints = try state.listingHints(of: name) }
         var (snapshot, local) = try await Self.list(source, options: listing, destination: destination)
         try Task.checkCancellation()
+        if destination?.ignoresCase == true {
+            snapshot = CaseClashes.resolve(snapshot, local: local.items, destination: target.destination)
+        }
         memo = snapshot.memo
 
         report.issues = snapshot.issues + local.issues.filter(\.blocksRemovals)

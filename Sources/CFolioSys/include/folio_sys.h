@@ -95,11 +95,6 @@ static inline int folio_return_large_blocks_to_system(void) { return mallopt(M_M
 /// record and the plan are allocated elsewhere.
 static inline int folio_return_free_pages_to_system(void) { return malloc_trim(0); }
 
-/// renameat that fails with EEXIST instead of replacing (RENAME_NOREPLACE).
-static inline int folio_renameat_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath) {
-    return renameat2(olddirfd, oldpath, newdirfd, newpath, 1u);
-}
-
 /// One function a dynamically loaded library must provide: its name and where to store its address.
 struct folio_symbol {
     const char *name;

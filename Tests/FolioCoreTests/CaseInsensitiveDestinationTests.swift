@@ -1,0 +1,92 @@
+@testable import FolioCore
+import FolioTestSupport
+import Foundation
+import Glibc
+import XCTest
+
+/// A destination on exFAT (a USB drive, through exfat-fuse as on many desktops), which takes `A.txt` and `a.txt`
+/// for one name. Once, two such source names replaced each other on every run, each time with a false "local
+/// change" and a copy in the trash, and the mirror held one file under the other's name.
+final class CaseInsensitiveDestinationTests: XCTestCase {
+    var scratch: TemporaryDirectory!
+    var mountPoint: String!
+    var loopDevice: String?
+    var mounted = false
+
+    override func setUpWithError() throws {
+        guard getuid() == 0 else { throw XCTSkip("mounting an exFAT image needs root") }
+        scratch = TemporaryDirectory("case-insensitive")
+        let image = scratch.path("exfat.img")
+        mountPoint = scratch.path("mnt")
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        XCTAssertTrue(FileManager.default.createFile(atPath: image, contents: nil))
+        XCTAssertEqual(truncate(image, 32 << 20), 0)
+        // scripts/install-deps.sh installs exfatprogs and exfat-fuse: missing tools fail here rather than skip.
+        try LoopbackServer.run("mkfs.exfat", [image])
+        do {
+            // exfat-fuse wants a block device, not a file.
+            loopDevice = try LoopbackServer.run("losetup", ["--find", "--show", image]).trimmingCharacters(in: .whitespacesAndNewlines)
+            try LoopbackServer.run("mount.exfat-fuse", [loopDevice!, mountPoint])
+            mounted = true
+        } catch {
+            throw XCTSkip("cannot mount an exFAT image through FUSE here: \(error)")
+        }
+    }
+
+    override func tearDownWithError() throws {
+        // Lazily: a worker thread of the last run may still be letting go of its descriptors.
+        if mounted { try LoopbackServer.run("umount", ["--lazy", mountPoint]) }
+        if let loopDevice { _ = try? LoopbackServer.run("losetup", ["--detach", loopDevice]) }
+    }
+
+    func testTheProbeTellsCaseIgnoringFilesystemsApart() throws {
+        XCTAssertTrue(try Destination(path: mountPoint + "/mirror", create: true).ignoresCase)
+        XCTAssertTrue(try Destination(path: mountPoint + "/mirror", create: false).ignoresCase, "a dry run asks without writing")
+        XCTAssertFalse(try Destination(path: scratch.path("ext"), create: true).ignoresCase, "/tmp's own filesystem")
+    }
+
+    func testNamesDifferingOnlyInCaseAreSkippedWithALineAndNeverTradePlaces() async throws {
+        let served = TemporaryDirectory("case-source")
+        let mtime = (seconds: 1_700_000_000, nanoseconds: 0)
+        let files = ["A.txt": "upper", "a.txt": "lower", "Sub/x": "in Sub", "sub/y": "in sub", "plain.txt": "plain"]
+        for (name, content) in files { FixtureTree.write(served.path, name, content, mtime: mtime) }
+        for folder in ["Sub", "sub"] { FixtureTree.setMtime(served.path(folder), mtime) }
+        let destination = mountPoint + "/mirror"
+        let target = TargetConfig(name: "t", source: served.path, destination: destination)
+        let events = EventRecorder()
+        let engine = SyncEngine(state: MemoryStateStore(), events: events)
+
+        let first = await engine.run(target, source: LocalSource(rootPath: served.path), options: .init(trigger: .manual))
+        XCTAssertEqual(first.result, .synced, first.error ?? "")
+        XCTAssertEqual(first.downloaded, 3)
+        XCTAssertEqual(try String(contentsOfFile: destination + "/A.txt", encoding: .utf8), "upper")
+        XCTAssertEqual(try String(contentsOfFile: destination + "/Sub/x", encoding: .utf8), "in Sub")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: destination + "/Sub/y"), "sub/y was not poured into Sub")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination).sorted(), [".folio", "A.txt", "Sub", "plain.txt"])
+        XCTAssertEqual(first.issues.map(\.description), [
+            "skipped a.txt: differs only in case from A.txt, and the filesystem of \(destination) does not tell case apart; rename one of them at the source, or mirror to a filesystem that keeps case (ext4, xfs, btrfs)",
+            "skipped sub: differs only in case from Sub, and the filesystem of \(destination) does not tell case apart; rename one of them at the source, or mirror to a filesystem that keeps case (ext4, xfs, btrfs)",
+        ])
+        XCTAssertTrue(events.notices.contains(first.issues.first?.description ?? "no issue"), "the line reaches the console")
+
+        for _ in 0..<2 {
+            let next = await engine.run(target, source: LocalSource(rootPath: served.path), options: .init(trigger: .manual))
+            XCTAssertEqual(next.result, .unchanged, next.error ?? "")
+            XCTAssertEqual(next.trashed + next.downloaded + next.updated + next.removed, 0, "\(next)")
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination + "/.folio/trash"), [])
+
+        // Once A.txt is gone from the source, a.txt is mirrored: the old copy goes to the trash first, then the
+        // new name is written (a rename by case only, on a filesystem where both are one name).
+        XCTAssertEqual(unlink(served.path("A.txt")), 0)
+        let renamed = await engine.run(target, source: LocalSource(rootPath: served.path), options: .init(trigger: .manual))
+        XCTAssertEqual(renamed.result, .synced, renamed.error ?? "")
+        XCTAssertEqual(renamed.removed, 1)
+        XCTAssertEqual(renamed.downloaded, 1)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination).sorted(), [".folio", "Sub", "a.txt", "plain.txt"])
+        XCTAssertEqual(try String(contentsOfFile: destination + "/a.txt", encoding: .utf8), "lower")
+        let trash = try FileManager.default.contentsOfDirectory(atPath: destination + "/.folio/trash")
+        XCTAssertEqual(trash.count, 1)
+        XCTAssertEqual(try String(contentsOfFile: destination + "/.folio/trash/\(trash[0])/A.txt", encoding: .utf8), "upper")
+    }
+}
