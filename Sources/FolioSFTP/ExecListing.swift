@@ -115,6 +115,8 @@ enum ExecListing {
     }
 
     /// `%T@`: seconds, a dot and up to ten fractional digits (GNU find prints nanoseconds and a trailing 0).
+    /// Before 1970 the two parts are the `timespec`'s as they are, not one decimal: half a second after
+    /// -31536000 prints as `-31536000.5000000000`, so the fraction is added to the signed seconds, not subtracted.
     static func parseTime(_ field: ArraySlice<UInt8>) -> FileTime? {
         var text = field
         let negative = text.first == UInt8(ascii: "-")
@@ -128,6 +130,6 @@ enum ExecListing {
             nanoseconds = digits
             for _ in fraction.prefix(9).count..<9 { nanoseconds *= 10 }
         }
-        return negative ? FileTime(seconds: -seconds, nanoseconds: -nanoseconds) : FileTime(seconds: seconds, nanoseconds: nanoseconds)
+        return FileTime(seconds: negative ? -seconds : seconds, nanoseconds: nanoseconds)
     }
 }

@@ -4,7 +4,15 @@ struct RemoteAttributes: Sendable, Equatable {
 
     var mode: UInt32?
     var size: Int64?
+    /// As SFTP version 3 carries it: 32 bits without a sign, so sshd sends 1969 as 2106 (OpenSSH's own client
+    /// reads it so too).
     var mtime: Int64?
+
+    /// Whether `mtime` is `seconds` as far as 32 bits tell: a listing that read the true time (find) and this
+    /// answer agree on a file dated before 1970 or after 2106.
+    func hasTime(_ seconds: Int64) -> Bool {
+        mtime.map { UInt32(truncatingIfNeeded: $0) == UInt32(truncatingIfNeeded: seconds) } ?? false
+    }
 
     var kind: Kind {
         guard let mode else { return .unknown }

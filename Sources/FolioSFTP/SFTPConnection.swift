@@ -63,7 +63,7 @@ final class SFTPConnection: SourceConnection {
         do { attributes = try session.fstat(handle) } catch {
             throw session.sourceError(error, doing: "checking", remote: remote, path: entry.path)
         }
-        guard remaining == 0, attributes.size == entry.size, attributes.mtime == entry.mtime.seconds else {
+        guard remaining == 0, attributes.size == entry.size, attributes.hasTime(entry.mtime.seconds) else {
             throw SourceError(.changed, "\(session.endpoint.url(remote)) changed on the server while it was being copied; it will be fetched again next run",
                               path: entry.path)
         }

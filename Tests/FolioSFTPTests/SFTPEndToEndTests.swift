@@ -115,6 +115,37 @@ final class SFTPEndToEndTests: XCTestCase {
         XCTAssertTrue(message.contains("the server offers no SFTP subsystem; enable \"Subsystem sftp internal-sftp\" in its sshd_config"), message)
     }
 
+    /// Files dated before 1970 (scanned photos, archives restored with their dates). SFTP version 3 carries a time
+    /// in 32 bits without a sign, so sshd sends 1969 as 2106. Once, where the listing (find) read the true time, the
+    /// check after each SFTP download took that difference for a change on the server: such a file failed on every
+    /// run and was never mirrored.
+    func testFilesDatedBefore1970AreMirroredAndStayUnchanged() throws {
+        let old = (seconds: -31_536_000, nanoseconds: 500_000_000)  // 1969-01-01, and half a second
+        for (label, server) in [("shell", try SSHServer()), ("SFTP only", try SSHServer(forceInternalSFTP: true))] {
+            try? FileManager.default.removeItem(atPath: work.path("dst"))
+            try? FileManager.default.removeItem(atPath: work.path("src"))
+            try? FileManager.default.removeItem(atPath: work.path("state"))
+            FixtureTree.makeFolder(work.path, "state")
+            FixtureTree.write(work.path("src"), "old.txt", "small and old\n", mtime: old)
+            FixtureTree.write(work.path("src"), "old.bin", FixtureTree.bytes(count: 300 << 10, seed: 7), mtime: old)
+            FixtureTree.write(work.path("src"), "new.txt", "new\n", mtime: (1_700_000_000, 0))
+            let first = FolioBinary.run(mirror(server, work.path("src")), environment: environment)
+            XCTAssertEqual(first.status, 0, "\(label)\n\(first.stdout)\n\(first.stderr)")
+            for path in ["old.txt", "old.bin", "new.txt"] {
+                XCTAssertTrue(FixtureTree.read(work.path("dst/" + path)) == FixtureTree.read(work.path("src/" + path)), "\(label): \(path) differs or is missing")
+            }
+            // The shell's listing reads the true time; a readdir listing gets what SFTP version 3 can carry, as
+            // OpenSSH's own sftp client does: 2106.
+            let expected = label == "shell" ? Int64(old.seconds) * 1_000_000_000 + Int64(old.nanoseconds) : (Int64(old.seconds) + (1 << 32)) * 1_000_000_000
+            XCTAssertEqual(FixtureTree.mtime(work.path("dst/old.bin")), expected, label)
+            XCTAssertEqual(FixtureTree.mtime(work.path("dst/old.txt")), expected, label)
+            let again = FolioBinary.run(mirror(server, work.path("src")), environment: environment)
+            XCTAssertEqual(again.status, 0, "\(label)\n\(again.stderr)")
+            XCTAssertEqual(again.events.last?["result"] as? String, "unchanged", "\(label)\n\(again.stdout)")
+            server.stop()
+        }
+    }
+
     func testUnknownHostExitsOneWithTheTrustCommandThenTrustedWorks() throws {
         let server = try SSHServer()
         FixtureTree.write(work.path("src"), "a.txt", "alpha\n")

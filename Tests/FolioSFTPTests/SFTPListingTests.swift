@@ -196,6 +196,9 @@ final class SFTPListingTests: SFTPTestCase {
         XCTAssertNil(ExecListing.parse([]), "nothing at all (exec refused, or the root cannot be entered)")
         let farOff = ExecListing.parse(Array("/srv\n\u{0}f\u{0}6\u{0}99999999999.5\u{0}a\u{0}f\u{0}6\u{0}-99999999999.5\u{0}b\u{0}folio-listing-end\u{0}".utf8))
         XCTAssertEqual(farOff?.records.map(\.mtime), [.latest, .earliest], "times past 2262 or before 1677 are held at the nearest end")
+        let before1970 = ExecListing.parse(Array("/srv\n\u{0}f\u{0}6\u{0}-31536000.5000000000\u{0}a\u{0}folio-listing-end\u{0}".utf8))
+        XCTAssertEqual(before1970?.records.first?.mtime, FileTime(seconds: -31_536_000, nanoseconds: 500_000_000),
+                       "find prints a timespec's two parts: half a second after -31536000, not before")
 
         // The listing stops reading at the end marker when tar waits after it. A file named like the marker,
         // listed last, ends the output the same way: the parser tells the two apart.
