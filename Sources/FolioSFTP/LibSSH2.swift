@@ -195,6 +195,11 @@ enum LibSSH2 {
         return String(cString: list).split(separator: ",").map(String.init)
     }
 
+    /// The identification line the server sent (`SSH-2.0-OpenSSH_9.2p1 Debian-2`), if any.
+    static func serverBanner(_ session: OpaquePointer) -> String? {
+        libssh2_session_banner_get(session).map { String(cString: $0) }
+    }
+
     static func authenticateWithKeyFile(_ session: OpaquePointer, user: String, keyPath: String, passphrase: String?) throws(LibSSH2Error) {
         try check(folio_ssh2_userauth_publickey_fromfile(session, user, UInt32(user.utf8.count), keyPath, passphrase), session)
     }

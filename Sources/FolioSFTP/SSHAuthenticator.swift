@@ -61,12 +61,16 @@ struct SSHAuthenticator {
                 // Refused: fall through to the one-line authentication error below.
             }
         }
-        if let rsaKey {
-            throw SourceError(.authentication, "\(endpoint.hostURL) refused \(user)'s RSA key \(rsaKey): libssh2 1.10 signs RSA keys with SHA-1 (ssh-rsa), which OpenSSH 8.8 and later refuse; use an ed25519 or ECDSA key (ssh-keygen -t ed25519) and add its .pub to the server's authorized_keys",
+        let banner = LibSSH2.serverBanner(session) ?? ""
+        if let rsaKey, Self.refusesSHA1Signatures(banner: banner) {
+            throw SourceError(.authentication, "\(endpoint.hostURL) refused \(user)'s RSA key \(rsaKey): libssh2 1.10 signs RSA keys with SHA-1 (ssh-rsa), which this server (\(Self.software(banner))) refuses, as OpenSSH 8.8 and later do; use an ed25519 or ECDSA key (ssh-keygen -t ed25519) and add its .pub to the server's authorized_keys",
                               isRetryable: false)
         }
         let what = tried.isEmpty ? "no key or password was configured" : "tried \(tried.joined(separator: ", "))"
-        throw SourceError(.authentication, "\(endpoint.hostURL) refused to log in \(user) (\(what); server offers \(methods.joined(separator: ","))); add the public key to ~\(user)/.ssh/authorized_keys on the server or set identity / password-file",
+        // An RSA key refused by a server that may still take SHA-1: most likely not in authorized_keys, but the
+        // server may refuse ssh-rsa all the same (PubkeyAcceptedAlgorithms); the line names both.
+        let rsaNote = rsaKey == nil ? "" : "; if the RSA key is there, the server may refuse its SHA-1 signatures (the only ones libssh2 1.10 makes): use an ed25519 key"
+        throw SourceError(.authentication, "\(endpoint.hostURL) refused to log in \(user) (\(what); server offers \(methods.joined(separator: ","))); add the public key to ~\(user)/.ssh/authorized_keys on the server or set identity / password-file\(rsaNote)",
                           underlying: "libssh2 -18 (LIBSSH2_ERROR_AUTHENTICATION_FAILED)", isRetryable: false)
     }
 
@@ -80,6 +84,21 @@ struct SSHAuthenticator {
         do { return try SecretFile.read(path, what: what) } catch let error as SourceError { throw error } catch {
             throw SourceError(.authentication, "cannot read \(what) \(path)")
         }
+    }
+
+    /// Whether the server's identification line names OpenSSH 8.8 or later, which refuses `ssh-rsa` (SHA-1)
+    /// signatures unless its configuration allows them again. Other servers (older OpenSSH, Dropbear, a NAS's
+    /// own) may take them, so a refused RSA key there is not blamed on SHA-1.
+    static func refusesSHA1Signatures(banner: String) -> Bool {
+        guard let range = banner.range(of: "-OpenSSH_") else { return false }
+        let version = banner[range.upperBound...].prefix { $0.isNumber || $0 == "." }.split(separator: ".").compactMap { Int($0) }
+        guard let major = version.first else { return false }
+        return major > 8 || (major == 8 && version.dropFirst().first.map { $0 >= 8 } == true)
+    }
+
+    /// The software part of an identification line: `OpenSSH_9.2p1` of `SSH-2.0-OpenSSH_9.2p1 Debian-2`.
+    static func software(_ banner: String) -> String {
+        String(banner.split(separator: "-", maxSplits: 2).dropFirst(2).first?.split(separator: " ").first ?? "")
     }
 
     /// Whether a private key file holds an RSA key (PEM `RSA PRIVATE KEY` or an OpenSSH key of type `ssh-rsa`).
