@@ -20,8 +20,12 @@ public enum PathText {
 
     /// The real path of `path` (relative to the working folder): symlinks resolved in the part that exists, the
     /// rest normalized by its text. Two spellings of one folder, through links or not, give one answer.
+    ///
+    /// Why the text goes to `realpath` as it is: `link/..` is the parent of the link's target, as the kernel
+    /// reads it. (Foundation's `standardizedFileURL`, used before, reads it so too where the link exists, but
+    /// says nothing of it; `realpath` is the kernel's own answer.)
     public static func real(_ path: String) -> String {
-        var existing = URL(fileURLWithPath: path).standardizedFileURL.path
+        var existing = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
         var rest: [Substring] = []
         while true {
             if let resolved = realpath(existing, nil) {
