@@ -11,8 +11,8 @@ enum CaseClashes {
     /// twin at the source never trades places with the copy in use; otherwise the first in path order.
     static func resolve(_ snapshot: Snapshot, local: [LocalItem], destination: String) -> Snapshot {
         let entries = snapshot.entries
-        let keys = entries.map { fold($0.path) }
-        let reserved = SyncPlanner.reservedName  // already lower case
+        let keys = entries.map { $0.path.withBytes { fold($0) } }
+        let reserved = fold(SyncPlanner.reservedName)
         var seen = Set<[UInt8]>(minimumCapacity: entries.count)
         let clashes = zip(entries, keys).contains { entry, key in
             !seen.insert(key).inserted || (key == reserved && entry.path.bytes != SyncPlanner.reservedName)
@@ -70,16 +70,21 @@ enum CaseClashes {
         return result
     }
 
-    /// The path as a filesystem that ignores case sees it: ASCII letters lowered byte by byte, other UTF-8 names
-    /// lowered by Unicode's rules (`É` and `é`). Not normalised: exFAT and FAT keep NFC and NFD apart. Bytes that
-    /// are not UTF-8 are kept as they are.
-    static func fold(_ path: RelativePath) -> [UInt8] {
-        path.withBytes { bytes in
-            if !bytes.contains(where: { $0 >= 0x80 }) {
-                return bytes.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
-            }
-            guard let text = String(validating: bytes, as: UTF8.self) else { return Array(bytes) }
-            return Array(text.lowercased().utf8)
+    /// The path as a filesystem that ignores case sees it: each character upper-cased by itself, as the upcase
+    /// tables of exFAT, FAT and NTFS do (`é` and `É`, and `ς`, `σ` and `Σ`, are one), where a character has a
+    /// one-character upper case (`ß` stays `ß`, as there). Not normalised: those filesystems keep NFC and NFD
+    /// apart. Bytes that are not UTF-8 are kept as they are. Should a filesystem's own table fold a letter this
+    /// does not, `Destination.moveIntoPlace` still refuses to write through a twin's name.
+    static func fold<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> [UInt8] {
+        if !bytes.contains(where: { $0 >= 0x80 }) {
+            return bytes.map { $0 >= 0x61 && $0 <= 0x7A ? $0 & ~0x20 : $0 }
         }
+        guard let text = String(validating: bytes, as: UTF8.self) else { return Array(bytes) }
+        var folded = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            let upper = scalar.properties.uppercaseMapping.unicodeScalars
+            folded.append(upper.count == 1 ? upper.first! : scalar)
+        }
+        return Array(String(folded).utf8)
     }
 }

@@ -381,6 +381,11 @@ public final class Destination: Sendable {
                 } else if try renameIfFree(item.partialName, to: item.path, in: parent) {
                     results.append(.placed)
                     continue
+                } else if ignoresCase, Self.isTakenByATwin(item.path.name, in: parent) {
+                    // Kept, not trashed: the twin is a file this mirror holds, and trading them would go on every run.
+                    results.append(.failed(SourceError(.localIO, "cannot write \(path)/\(item.path): a name there that differs from it only in case takes its place, as the filesystem of \(path) does not tell them apart; rename one of them at the source, or mirror to a filesystem that keeps case (ext4, xfs, btrfs)",
+                                                       path: item.path, isRetryable: false)))
+                    continue
                 } else {
                     changed = true
                 }
@@ -495,6 +500,16 @@ public final class Destination: Sendable {
             if name != [0x2E] && name != [0x2E, 0x2E] { names.append(name) }
         }
         return names
+    }
+
+    /// Whether `name` finds an entry in `parent` that is listed under another name: on a filesystem that ignores
+    /// case, a twin that `CaseClashes` could not see in the source's listing (one written here by hand and kept
+    /// while removals are held back, or a letter this filesystem's table folds and Unicode's upper case does
+    /// not). (Not told by inode: exfat-fuse numbers each spelling of a name apart.)
+    static func isTakenByATwin(_ name: ArraySlice<UInt8>, in parent: Int32) -> Bool {
+        var info = stat()
+        guard CString.with(name, { fstatat(parent, $0, &info, AT_SYMLINK_NOFOLLOW) }) == 0 else { return false }
+        return !names(in: parent).contains { $0.elementsEqual(name) }
     }
 
     /// Unlinks a file or a whole folder, never following links.

@@ -47,6 +47,14 @@ final class CaseClashesTests: XCTestCase {
         XCTAssertEqual(skipped.map(\.path), ["café.txt"], "É sorts before é, so cafÉ.txt is the first")
     }
 
+    func testLettersFoldOneByOneAsTheFilesystemsUpcaseTableDoes() {
+        // Greek final and medial sigma are one upper-case letter; ß has no one-letter upper case and stays apart.
+        let snapshot = make(["aσ.txt", "aς.txt", "straße", "STRASSE"])
+        let resolved = CaseClashes.resolve(snapshot, local: [], destination: "/usb")
+        XCTAssertEqual(paths(resolved), ["STRASSE", "aς.txt", "straße"])
+        XCTAssertEqual(resolved.issues.map(\.path), ["aσ.txt"], "ς sorts first")
+    }
+
     func testACaseTwinOfDotFolioIsSkipped() {
         let snapshot = make([".FOLIO/", ".FOLIO/x", "a"])
         let resolved = CaseClashes.resolve(snapshot, local: [], destination: "/usb")

@@ -89,4 +89,29 @@ final class CaseInsensitiveDestinationTests: XCTestCase {
         XCTAssertEqual(trash.count, 1)
         XCTAssertEqual(try String(contentsOfFile: destination + "/.folio/trash/\(trash[0])/A.txt", encoding: .utf8), "upper")
     }
+
+    /// A name the check before the run cannot see: `K.txt`, written here by hand, while the source has `k.txt` and
+    /// a folder it could not list (so `K.txt` is not removed). Once, `k.txt` was put in place through `K.txt`'s
+    /// name, which moved the hand-written file to the trash: a removal the incomplete listing forbade. Now the
+    /// file fails with a line, every run, and `K.txt` stays.
+    func testANewFileDoesNotTakeTheNameOfACaseTwinAlreadyThere() async throws {
+        let source = MemorySource()
+        source.setFile("k.txt", "from the source")
+        source.setFile("locked/x", "unlisted")
+        source.makeUnreadable("locked")
+        let destination = mountPoint + "/mirror"
+        FixtureTree.write(destination, "K.txt", "written here")
+        let target = TargetConfig(name: "t", source: "memory://", destination: destination)
+        let engine = SyncEngine(state: MemoryStateStore(), events: EventRecorder())
+        for run in 0..<2 {
+            let report = await engine.run(target, source: source, options: .init(trigger: .manual))
+            XCTAssertEqual(report.failures.map(\.path.description), ["k.txt"], "run \(run)")
+            XCTAssertEqual(report.failures.first?.message,
+                           "cannot write \(destination)/k.txt: a name there that differs from it only in case takes its place, as the filesystem of \(destination) does not tell them apart; rename one of them at the source, or mirror to a filesystem that keeps case (ext4, xfs, btrfs)")
+            XCTAssertEqual(report.trashed, 0)
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination).sorted(), [".folio", "K.txt", "locked"])
+            XCTAssertEqual(try String(contentsOfFile: destination + "/K.txt", encoding: .utf8), "written here")
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination + "/.folio/trash"), [])
+    }
 }
