@@ -289,10 +289,24 @@ public final class Destination: Sendable {
         let created = name.withCString { folio_openat_create(shard(of: name), $0, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o644) }
         if created >= 0 { return (created, 0) }
         guard errno == EEXIST else { throw Self.error(errno, "cannot create a partial file in \(path)/.folio/partial") }
-        let fd = name.withCString { folio_openat_create(shard(of: name), $0, O_RDWR | O_NOFOLLOW, 0o644) }
+        // O_NONBLOCK: a FIFO planted at the name must not hold the run (and its stop) on the open.
+        let fd = name.withCString { folio_openat_create(shard(of: name), $0, O_RDWR | O_NOFOLLOW | O_NONBLOCK, 0o644) }
         guard fd >= 0 else { throw Self.error(errno, "cannot open a partial file in \(path)/.folio/partial") }
         var info = stat()
-        fstat(fd, &info)
+        guard fstat(fd, &info) == 0 else {
+            close(fd)
+            throw Self.error(errno, "cannot stat a partial file in \(path)/.folio/partial")
+        }
+        // Only a file of Folio's own is resumed: a FIFO or device there would be written to, and a hard link
+        // (to a file outside the destination, say) would have that file overwritten through it. Anything else
+        // at the name is unlinked and the download starts over in a new file.
+        guard info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1 else {
+            close(fd)
+            _ = name.withCString { unlinkat(shard(of: name), $0, 0) }
+            let fresh = name.withCString { folio_openat_create(shard(of: name), $0, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o644) }
+            guard fresh >= 0 else { throw Self.error(errno, "cannot create a partial file in \(path)/.folio/partial") }
+            return (fresh, 0)
+        }
         var offset = Int64(info.st_size)
         if !resumable || offset > expectedSize {
             ftruncate(fd, 0)
@@ -360,12 +374,16 @@ public final class Destination: Sendable {
     /// reported like any local change, never silently replaced (guarantee 4).
     func moveIntoPlace(_ batch: [(partialName: String, path: RelativePath, replacing: LocalItem?)], runID: String?) -> [Placement] {
         guard !batch.isEmpty else { return [] }
-        folio_syncfs(partialFD)
+        let unwritten = flush(batch.map { ($0.partialName, $0.path) })
         var folders: [RelativePath: Int32] = [:]
         defer { for fd in folders.values { close(fd) } }
         var results: [Placement] = []
         results.reserveCapacity(batch.count)
         for item in batch {
+            if let error = unwritten[item.partialName] {
+                results.append(.failed(error))
+                continue
+            }
             do throws(SourceError) {
                 let parentPath = item.path.parent ?? .root
                 let parent: Int32
@@ -397,8 +415,34 @@ public final class Destination: Sendable {
                 results.append(.failed(error))
             }
         }
-        folio_syncfs(partialFD)
+        // Why a failure here is not checked: every file's data is on disk already; a name that did not reach it
+        // leaves, after a crash, a complete partial file that the next run installs without fetching it again.
+        _ = folio_syncfs(partialFD)
         return results
+    }
+
+    /// Makes the partial files' data durable with one `syncfs`. Should that fail (a disk that could not take
+    /// the data: an I/O error, a thin volume or a network share out of space), each file is flushed alone to
+    /// find which did not get there; those are dropped, to be fetched again, and returned with their error.
+    ///
+    /// Why dropped, not kept: their pages in memory still read right, but the disk holds something else (zeros
+    /// on a thin volume), which a reader would see once the kernel let the pages go; renamed into place, such a
+    /// file was reported as mirrored and never fetched again.
+    private func flush(_ partials: [(name: String, path: RelativePath)]) -> [String: SourceError] {
+        guard folio_syncfs(partialFD) != 0 else { return [:] }
+        var unwritten: [String: SourceError] = [:]
+        for (name, relative) in partials {
+            // A descriptor opened now still reports a write-back error nobody has seen on this file.
+            let fd = name.withCString { folio_openat_create(shard(of: name), $0, O_RDONLY | O_NOFOLLOW, 0) }
+            let code = fd < 0 ? errno : (fsync(fd) == 0 ? 0 : errno)
+            if fd >= 0 { close(fd) }
+            guard code != 0 else { continue }
+            discardPartial(named: name)
+            var error = Self.error(code, "cannot write \(path)/\(relative) to disk", path: relative)
+            error.message += "; it is fetched again next run"
+            unwritten[name] = error
+        }
+        return unwritten
     }
 
     /// Whether `parent` still holds the file the scan found as `scanned` (or nothing: a file removed meanwhile
@@ -448,6 +492,14 @@ public final class Destination: Sendable {
 
     func discardPartial(named name: String) {
         _ = name.withCString { unlinkat(shard(of: name), $0, 0) }
+    }
+
+    /// What a run with nothing to fetch leaves behind it: no partial file (none has a download left to resume,
+    /// and one a failed run left, of a file since gone from the source, would hold its space for good, on a
+    /// disk it may have filled) and no trash older than `trashDays`.
+    func tidy(trashDays: Int) {
+        removePartials(keeping: [])
+        purgeTrash(olderThan: trashDays)
     }
 
     /// Deletes partial files that no download of this run will resume.

@@ -128,7 +128,7 @@ public struct SyncEngine: Sendable {
         let localPrecision = destination?.timePrecision ?? .nanosecond
         if snapshot.isComplete, !options.dryRun, try state.sourceDigest(of: name) == digest, Self.matches(snapshot, local.items, localPrecision: localPrecision) {
             report.result = .unchanged
-            destination?.purgeTrash(olderThan: target.trashDays)
+            destination?.tidy(trashDays: target.trashDays)
             return digest
         }
 
@@ -163,7 +163,7 @@ public struct SyncEngine: Sendable {
         guard let destination else { throw SourceError(.localIO, "destination \(target.destination) cannot be opened") }
         if plan.changesNothing && plan.recordUpdates.isEmpty && plan.recordDeletions.isEmpty {
             report.result = .unchanged
-            destination.purgeTrash(olderThan: target.trashDays)
+            destination.tidy(trashDays: target.trashDays)
             return digest
         }
         try await apply(plan, target: target, source: source, destination: destination, progress: progress, report: &report)

@@ -103,6 +103,51 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertTrue(arrived == film, "arrived \(arrived?.utf8.count ?? 0) bytes, not the listed \(film.utf8.count) exactly")
     }
 
+    /// What stands at a partial file's name is written to only when it is a file of Folio's own. A FIFO there
+    /// took the bytes (and a large file held the run, past SIGTERM); a hard link to a file outside the destination
+    /// had that file overwritten.
+    func testAPartialNameHoldingAFIFOOrAHardLinkIsReplacedNotWrittenThrough() async throws {
+        source.setFile("a.txt", "alpha")
+        source.setFile("b.txt", "bravo")
+        _ = try Destination(path: destination.path, create: true)
+        let outside = TemporaryDirectory("engine-outside")
+        FixtureTree.write(outside.path, "victim.txt", "precious, and longer")
+        let partial = { (name: String, size: Int64) -> String in
+            let file = Destination.partialName(for: Entry(path: try! RelativePath(validating: name), kind: .file, size: size, mtime: FileTime(seconds: 1_700_000_000)))
+            return self.destination.path(".folio/partial/\(file.prefix(1))/\(file)")
+        }
+        XCTAssertEqual(mkfifo(partial("a.txt", 5), 0o644), 0)
+        XCTAssertEqual(link(outside.path("victim.txt"), partial("b.txt", 5)), 0)
+
+        let report = await run()
+        XCTAssertEqual(report.result, .synced, report.error ?? "")
+        XCTAssertEqual(report.failures.count, 0, "\(report.failures)")
+        XCTAssertEqual(content("a.txt"), "alpha")
+        XCTAssertEqual(content("b.txt"), "bravo")
+        XCTAssertEqual(FixtureTree.read(outside.path("victim.txt")).map { String(decoding: $0, as: UTF8.self) }, "precious, and longer")
+    }
+
+    /// A partial file no download resumes goes on a run with nothing to fetch too: one a failed run left (the
+    /// disk filled), of a file since gone from the source, held its space for good while every run said
+    /// "unchanged".
+    func testARunWithNothingToFetchClearsLeftoverPartialFiles() async throws {
+        source.setFile("a.txt", "alpha")
+        let first = await run()
+        XCTAssertEqual(first.result, .synced)
+        FixtureTree.write(destination.path, ".folio/partial/0/0123456789abcdef.part", "half of a file gone from the source")
+        let unchanged = await run()
+        XCTAssertEqual(unchanged.result, .unchanged)
+        XCTAssertNil(FixtureTree.read(destination.path(".folio/partial/0/0123456789abcdef.part")))
+        source.setFile("b.txt", "bravo")
+        let second = await run()
+        XCTAssertEqual(second.result, .synced)
+        FixtureTree.write(destination.path, ".folio/partial/f/fedcba9876543210.part", "another")
+        source.remove("b.txt")
+        let third = await run()
+        XCTAssertEqual(third.removed, 1)
+        XCTAssertNil(FixtureTree.read(destination.path(".folio/partial/f/fedcba9876543210.part")), "a run that only removes")
+    }
+
     func testChangedAndRemovedFilesGoToTheTrash() async throws {
         source.setFile("a.txt", "version 1")
         source.setFile("b.txt", "bravo")
