@@ -52,6 +52,11 @@ struct MirrorCommand: AsyncParsableCommand {
 
     /// The flags as a target, checked like a configuration file's.
     func makeTarget() throws -> TargetConfig {
+        // Why refused: an empty argument (a script's unset "$DEST") read as a path is the working folder, whose
+        // every entry the run would then remove.
+        for (name, value) in [("SOURCE", source), ("DEST", destination)] where value.isEmpty {
+            throw CLIError.usage("\(name) is empty (an unset variable in a script?); give the folder or URL")
+        }
         // Lexically normal (no `.`, `..` or trailing slash), so `dst`, `./dst` and `dst/` are one target.
         let absolute = URL(fileURLWithPath: absolutePath(destination)).standardizedFileURL.path
         let sourceText = source.contains("://") || source.hasPrefix("/") ? source : FileManager.default.currentDirectoryPath + "/" + source

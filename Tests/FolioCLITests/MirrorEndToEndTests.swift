@@ -231,6 +231,21 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst")))
     }
 
+    /// An empty argument, as a script's unset "$DEST" gives, is not the working folder (whose entries the run
+    /// would remove): exit 2 and one line, and nothing is written.
+    func testAnEmptySourceOrDestinationIsAUsageError() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        FixtureTree.write(work.path("here"), "mine.txt", "mine")
+        for (arguments, line) in [(["mirror", work.path("src"), ""], "folio: DEST is empty (an unset variable in a script?); give the folder or URL"),
+                                  (["mirror", "", work.path("dst")], "folio: SOURCE is empty (an unset variable in a script?); give the folder or URL")] {
+            let outcome = FolioBinary.run(arguments, environment: environment, currentDirectory: work.path("here"))
+            XCTAssertEqual(outcome.status, 2, outcome.stderr)
+            XCTAssertEqual(outcome.stderrLines, [line])
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: work.path("here")), ["mine.txt"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst")))
+    }
+
     func testABadConfigNamesFileAndLine() throws {
         FixtureTree.write(work.path(""), "folio.toml", "[[target]]\nname = \"a\"\nsorce = \"/x\"\n")
         let outcome = FolioBinary.run(["sync", "--now", "--config", work.path("folio.toml")], environment: environment)
