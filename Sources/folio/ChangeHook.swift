@@ -119,12 +119,17 @@ struct ChangeHook: Sendable {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        // The daemon ignores SIGPIPE; the hook gets the default dispositions back.
+        // The daemon ignores SIGPIPE, and takes SIGTERM, SIGINT and SIGHUP through dispatch sources with them
+        // ignored and blocked on its threads: the hook gets default dispositions and an empty mask, or it (and
+        // what it starts) would sit out on-change-timeout's SIGTERM and `systemctl stop` until the SIGKILL.
         var defaults = sigset_t()
         sigemptyset(&defaults)
-        sigaddset(&defaults, SIGPIPE)
+        for signal in [SIGPIPE, SIGTERM, SIGINT, SIGHUP] { sigaddset(&defaults, signal) }
         posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF))
+        var unblocked = sigset_t()
+        sigemptyset(&unblocked)
+        posix_spawnattr_setsigmask(&attributes, &unblocked)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
         argv.append(nil)
         defer { for pointer in argv { free(pointer) } }

@@ -427,6 +427,18 @@ final class DaemonTests: XCTestCase {
         terminate(daemon)
     }
 
+    /// A hook that does not ignore SIGTERM ends on it: it starts with default signal handling and nothing
+    /// blocked. (It inherited the daemon's thread's mask, SIGTERM blocked, so every stop took the SIGKILL; a
+    /// hook run through /bin/sh hid that, as dash clears the mask.)
+    func testAHookPastItsTimeoutEndsOnSIGTERM() throws {
+        FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
+        writeConfig(target("docs", extra: "on-change = [\"/bin/sleep\", \"30\"]\non-change-timeout = \"1s\""))
+        let daemon = try startDaemon()
+        eventually(20, "the hook stopped") { daemon.log.contains("docs: on-change hook /bin/sleep was killed by signal") }
+        XCTAssertTrue(daemon.log.contains("docs: on-change hook /bin/sleep was killed by signal 15"), daemon.log)
+        terminate(daemon)
+    }
+
     func testParallelTargetsCapsHowManyRunAtOnce() throws {
         let names = ["alpha", "beta", "gamma"]
         let size: Int64 = 256 << 20
