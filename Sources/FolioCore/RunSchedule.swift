@@ -18,16 +18,20 @@ public enum RunSchedule {
     /// Seconds to wait after a run ended. `consecutiveFailures` counts the failed runs in a row (0 after a good
     /// run); `random` is a number in 0..<1 that picks the jitter.
     public static func delay(interval: Int, consecutiveFailures: Int, random: Double) -> Double {
-        let base: Double
-        if consecutiveFailures > 0 {
-            // Why clamp the exponent: 2^n overflows to infinity long before a year of failures, and min() would
-            // still give `interval`, but a bounded exponent keeps the arithmetic obviously finite.
-            let doubled = firstRetrySeconds * pow(2, Double(min(consecutiveFailures - 1, 30)))
-            base = min(doubled, Double(interval))
-        } else {
-            base = Double(interval)
-        }
-        return base + jitterLimit(interval: interval) * min(max(random, 0), 1)
+        let jitter = jitterLimit(interval: interval) * min(max(random, 0), 1)
+        guard consecutiveFailures > 0 else { return Double(interval) + jitter }
+        // Why clamp the exponent: 2^n overflows to infinity long before a year of failures, and min() would
+        // still give `interval`, but a bounded exponent keeps the arithmetic obviously finite.
+        let doubled = firstRetrySeconds * pow(2, Double(min(consecutiveFailures - 1, 30)))
+        // A retry never waits longer than `interval`, jitter included.
+        return min(doubled + jitter, Double(interval))
+    }
+
+    /// `due` held at one interval from `now` when it is further off than any delay this schedule sets: only a
+    /// clock set back since (NTP correcting a kiosk's clock, a hand) puts it there, and the target would
+    /// otherwise wait out the whole step back.
+    public static func clamped(_ due: Date, now: Date, interval: Int) -> Date {
+        due.timeIntervalSince(now) > Double(interval) + jitterLimit(interval: interval) ? now.addingTimeInterval(Double(interval)) : due
     }
 
     /// A target the scheduler could start.

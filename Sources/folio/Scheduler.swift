@@ -154,9 +154,17 @@ actor Scheduler: Service {
 
     /// Marks the targets to start now as running and returns them.
     private func takeDue() -> [TargetConfig] {
+        let now = Date()
+        for (name, slot) in slots where !slot.running {
+            let due = RunSchedule.clamped(slot.due, now: now, interval: slot.target.interval)
+            if due != slot.due {
+                slots[name]?.due = due
+                recordNextRun(name, due)
+            }
+        }
         let running = slots.values.filter(\.running)
         let candidates = slots.values.filter { !$0.running }.map { RunSchedule.Candidate(name: $0.target.name, host: $0.host, due: $0.due) }
-        let names = RunSchedule.startable(candidates, now: Date(), busyHosts: Set(running.compactMap(\.host)),
+        let names = RunSchedule.startable(candidates, now: now, busyHosts: Set(running.compactMap(\.host)),
                                           slots: config.parallelTargets - running.count)
         for name in names {
             slots[name]?.running = true

@@ -20,6 +20,20 @@ final class RunScheduleTests: XCTestCase {
         XCTAssertEqual(RunSchedule.delay(interval: 2, consecutiveFailures: 1, random: 0), 2)
     }
 
+    /// The jitter counts toward the cap too: with a 20 s interval a retry once waited 21 s.
+    func testARetryWithJitterStillWaitsNoLongerThanTheInterval() {
+        XCTAssertEqual(RunSchedule.delay(interval: 20, consecutiveFailures: 2, random: 1), 20)
+        XCTAssertEqual(RunSchedule.delay(interval: 600, consecutiveFailures: 1, random: 1), 70)
+    }
+
+    /// A clock set back a day left a target due "tomorrow" for a day; now it is held at one interval.
+    func testADueTimeFurtherOffThanAnyDelayIsHeldAtOneInterval() {
+        let now = Date(timeIntervalSince1970: 1_000_000)
+        XCTAssertEqual(RunSchedule.clamped(now.addingTimeInterval(86_400 + 60), now: now, interval: 60), now.addingTimeInterval(60))
+        XCTAssertEqual(RunSchedule.clamped(now.addingTimeInterval(66), now: now, interval: 60), now.addingTimeInterval(66), "interval and jitter")
+        XCTAssertEqual(RunSchedule.clamped(now.addingTimeInterval(-5), now: now, interval: 60), now.addingTimeInterval(-5), "due already")
+    }
+
     func testStartableTakesDueTargetsEarliestFirstWithinTheFreeSlots() {
         let now = Date(timeIntervalSince1970: 1_000)
         let candidates = [
