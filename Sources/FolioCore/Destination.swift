@@ -29,21 +29,7 @@ public final class Destination: Sendable {
     /// Opens (and with `create`, makes) the destination and its `.folio` folders.
     public init(path: String, create: Bool) throws(SourceError) {
         self.path = path
-        if create, mkdir(path, 0o755) != 0, errno != EEXIST {
-            // Like `mkdir -p`: a new destination may sit below folders that do not exist yet.
-            guard errno == ENOENT, (try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)) != nil else {
-                throw Self.error(errno, "cannot create destination \(path)")
-            }
-        }
-        let root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard root >= 0 else {
-            let code = errno
-            if code == ENOTDIR {
-                throw SourceError(.localIO, "destination \(path) is a file, not a folder; move the file aside or point the target at a folder",
-                                  underlying: "errno \(code)", isRetryable: false)
-            }
-            throw Self.error(code, "cannot open destination \(path)")
-        }
+        let root = try Self.openRoot(path, create: create)
         var partial: Int32 = -1, trash: Int32 = -1
         var shards: [Int32] = []
         var precision = TimePrecision.nanosecond
@@ -81,6 +67,39 @@ public final class Destination: Sendable {
         partialFD = partial
         shardFDs = shards
         trashFD = trash
+    }
+
+    /// Opens the destination's folder, with `create` made first (and the folders above it, like `mkdir -p`).
+    private static func openRoot(_ path: String, create: Bool) throws(SourceError) -> Int32 {
+        if create, mkdir(path, 0o755) != 0, errno != EEXIST {
+            guard errno == ENOENT, (try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)) != nil else {
+                throw error(errno, "cannot create destination \(path)")
+            }
+        }
+        let root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard root >= 0 else {
+            let code = errno
+            if code == ENOTDIR {
+                throw SourceError(.localIO, "destination \(path) is a file, not a folder; move the file aside or point the target at a folder",
+                                  underlying: "errno \(code)", isRetryable: false)
+            }
+            throw error(code, "cannot open destination \(path)")
+        }
+        return root
+    }
+
+    /// Opens `<path>/.folio/lock`, making the destination and `.folio` first as a run would: the file whose
+    /// `flock` keeps one run at a time in this folder. Why in the folder itself: every process that writes here
+    /// finds the same file, whatever its state directory (`folio mirror` as another user, a second daemon) and
+    /// however it spells the path.
+    public static func openLockFile(at path: String) throws(SourceError) -> Int32 {
+        let root = try openRoot(path, create: true)
+        defer { close(root) }
+        let folio = try makeFolder(in: root, name: ".folio", display: path + "/.folio")
+        defer { close(folio) }
+        let fd = folio_openat_create(folio, "lock", O_RDWR | O_CREAT | O_NOFOLLOW, 0o644)
+        guard fd >= 0 else { throw error(errno, "cannot open the lock file \(path)/.folio/lock") }
+        return fd
     }
 
     /// The time `timePrecision(of:probing:)` sets on `.folio`: odd seconds and nine significant digits, so what a

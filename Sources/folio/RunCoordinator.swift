@@ -58,13 +58,15 @@ struct RunCoordinator {
         } catch {
             return failed(target, "\(error)")
         }
-        let directory = stateDirectory
         let wait = waitForLock
         let reporter = self.reporter
+        // A dry run writes nothing, so it needs no lock (and must not make the destination to hold one).
+        let dryRun = options.dryRun
         // flock blocks: off the cooperative pool.
         let lock = await Blocking.run {
-            Result { () throws(TargetLock.Failure) -> TargetLock in
-                try TargetLock.acquire(target, stateDirectory: directory, wait: wait, waiting: { holder in
+            Result { () throws(TargetLock.Failure) -> TargetLock? in
+                if dryRun { return nil }
+                return try TargetLock.acquire(target, wait: wait, waiting: { holder in
                     reporter.note("\(holder); waiting (use --no-wait to give up instead)")
                 }, stopped: { stopper.isStopped })
             }

@@ -230,11 +230,10 @@ actor Scheduler: Service {
         } catch {
             return .ran(failedToStart(target, "\(error)"))
         }
-        let directory = stateDirectory
         // open and flock: off the cooperative pool. Never waits: a busy target is retried later.
         let lock = await Blocking.run {
             Result { () throws(TargetLock.Failure) -> TargetLock in
-                try TargetLock.acquire(target, stateDirectory: directory, wait: false, waiting: { _ in })
+                try TargetLock.acquire(target, wait: false, waiting: { _ in })
             }
         }
         switch lock {

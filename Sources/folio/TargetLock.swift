@@ -2,14 +2,15 @@ import FolioCore
 import Foundation
 import Glibc
 
-/// One run per destination at a time, across processes: an exclusive `flock` on
-/// `<state-dir>/locks/<destination>.lock`, shared by `folio sync --now`, `folio mirror` and the daemon. The kernel
-/// drops the lock when its holder dies, so a stale lock from a killed process is simply taken over.
+/// One run per destination at a time, across processes: an exclusive `flock` on `<destination>/.folio/lock`,
+/// shared by `folio sync --now`, `folio mirror` and the daemon. The kernel drops the lock when its holder dies, so
+/// a stale lock from a killed process is simply taken over.
 ///
 /// Why the destination and not the target's name: `folio mirror SRC dst` and `… ./dst/`, a target of another
 /// config file, or a target renamed by SIGHUP while its run goes on all write into one folder, and two runs in
-/// one folder take each other's partial files away. The key is the folder's real path (symlinks resolved as far
-/// as the path exists), so two spellings of one folder share a lock.
+/// one folder take each other's partial files away. Why a file in the folder itself, not in the state directory:
+/// each process then finds the same file however it spells the path, and whatever its state directory (once,
+/// `folio mirror`, which reads no config, and a daemon with `state-dir` set locked in two places and ran at once).
 ///
 /// `Sendable`: it is taken on a dispatch queue and handed to the run; its only state is the descriptor, set once.
 final class TargetLock: Sendable {
@@ -41,13 +42,11 @@ final class TargetLock: Sendable {
     /// Takes the lock for `target`'s destination; with `wait`, waits until the holder is done (calling `waiting`
     /// once with who holds it), polling so that `stopped` can end the wait. Blocking: call it off the
     /// cooperative pool.
-    static func acquire(_ target: TargetConfig, stateDirectory: String, wait: Bool, waiting: (String) -> Void,
+    static func acquire(_ target: TargetConfig, wait: Bool, waiting: (String) -> Void,
                         stopped: () -> Bool = { false }) throws(Failure) -> TargetLock {
-        let folder = stateDirectory + "/locks"
-        mkdir(folder, 0o700)
-        let file = folder + "/" + fileName(for: PathText.real(target.destination))
-        let fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw .io("cannot open lock file \(file): \(String(cString: strerror(errno))); check the state directory's permissions") }
+        let file = target.destination + "/.folio/lock"
+        let fd: Int32
+        do { fd = try Destination.openLockFile(at: target.destination) } catch { throw .io(error.message) }
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let holder = describeHolder(fd: fd, destination: target.destination)
             guard wait else {
@@ -87,22 +86,5 @@ final class TargetLock: Sendable {
         formatter.dateFormat = "HH:mm:ss"
         return "target \(parts[2]) is being synced by pid \(pid) (started \(formatter.string(from: Date(timeIntervalSince1970: started))))"
             + " into \(destination)"
-    }
-
-    /// A file-safe name for a folder's path: a hash, with the folder's own name for people reading `locks/`.
-    private static func fileName(for destination: String) -> String {
-        var digest = TreeDigest()
-        digest.add(Array(destination.utf8))
-        let name = String(URL(fileURLWithPath: destination).lastPathComponent.filter { ConfigNames.isSafe(String($0)) }.prefix(40))
-        return (name.isEmpty ? "" : name + "-") + String(digest.value, radix: 16) + ".lock"
-    }
-}
-
-enum ConfigNames {
-    static func isSafe(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.allSatisfy { c in
-            (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "z")) || (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9"))
-                || c == UInt8(ascii: ".") || c == UInt8(ascii: "_") || c == UInt8(ascii: "-")
-        } && name != "." && name != ".."
     }
 }

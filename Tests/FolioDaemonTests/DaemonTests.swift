@@ -73,7 +73,7 @@ final class DaemonTests: XCTestCase {
         FixtureTree.write(src, "a.txt", "first")
         FixtureTree.write(src, "sub/b.txt", "second")
         // A lock file left by a process that died (no flock held): the daemon takes it over.
-        FixtureTree.write(stateDirectory, "locks/docs.lock", "999999 1700000000\n")
+        FixtureTree.write(dst, ".folio/lock", "999999 1700000000 docs\n")
         writeConfig(target("docs"))
         let daemon = try startDaemon()
 
@@ -247,9 +247,10 @@ final class DaemonTests: XCTestCase {
         eventually(20, "the manual run waiting") { waiting.log.contains("target docs is being synced by pid \(daemon.pid)") && waiting.log.contains("waiting") }
         XCTAssertNil(waiting.waitForExit(seconds: 1), "it waits while the daemon holds the lock")
 
-        // The same folder by another name (`folio mirror` into it, spelt with a trailing slash) shares the lock.
-        let other = try DaemonProcess.runToEnd(["mirror", "--no-wait", scratch.path("src-docs"), dst + "/"], environment: environment,
-                                               logPath: scratch.path("other.log"))
+        // The same folder by another name (`folio mirror` into it, spelt with a trailing slash), from a process
+        // with a state directory of its own (mirror reads no config), shares the lock.
+        let other = try DaemonProcess.runToEnd(["mirror", "--no-wait", scratch.path("src-docs"), dst + "/"],
+                                               environment: ["FOLIO_STATE_DIR": scratch.path("other-state")], logPath: scratch.path("other.log"))
         XCTAssertEqual(other.status, 1, other.output)
         XCTAssertTrue(other.output.contains("target docs is being synced by pid \(daemon.pid) (started "), other.output)
         XCTAssertTrue(other.output.contains(" into \(dst)"), other.output)
