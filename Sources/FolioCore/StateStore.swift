@@ -32,4 +32,12 @@ extension StateStore {
     public func record(of target: String) throws -> RecordedTree {
         try record(of: target, sharingPathsWith: .empty)
     }
+
+    /// Records a run that failed before the engine could start it (its source could not be made, its folder
+    /// could not be locked), so that `folio status` shows that failure, not the last success, and a restarted
+    /// daemon tries the target again soon rather than an interval after that success.
+    public func recordFailedStart(_ target: TargetConfig, trigger: TargetConfig.Trigger, report: RunReport) throws {
+        let id = try beginRun(target: target.name, source: target.source, destination: target.destination, trigger: trigger, startedAt: report.startedAt)
+        try finishRun(id: id, target: target.name, report: report, sourceDigest: nil, listingMemo: nil)
+    }
 }

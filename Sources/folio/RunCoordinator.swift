@@ -56,7 +56,7 @@ struct RunCoordinator {
         do {
             source = try await SourceFactory.make(for: target)
         } catch {
-            return failed(target, "\(error)")
+            return await failedToStart(target, "\(error)", engine: engine)
         }
         let wait = waitForLock
         let reporter = self.reporter
@@ -73,7 +73,7 @@ struct RunCoordinator {
         }
         switch lock {
         case .failure(.stopped): return failed(target, TargetLock.Failure.stopped.message, result: .interrupted)
-        case .failure(let failure): return failed(target, failure.message)
+        case .failure(let failure): return await failedToStart(target, failure.message, engine: engine)
         case .success(let held):
             let progress = TransferProgress()
             reporter.watch(target: target.name, progress: progress)
@@ -82,6 +82,24 @@ struct RunCoordinator {
             withExtendedLifetime(held) {}
             return report
         }
+    }
+
+    /// A run that failed before the engine started it, recorded like any run (see `StateStore.recordFailedStart`),
+    /// except in a dry run, which records nothing.
+    private func failedToStart(_ target: TargetConfig, _ message: String, engine: SyncEngine) async -> RunReport {
+        var report = RunReport(target: target.name)
+        report.result = .failed
+        report.error = message
+        if !options.dryRun {
+            let reporter = self.reporter, trigger = options.trigger
+            await Blocking.run { [report] in
+                do { try engine.state.recordFailedStart(target, trigger: trigger, report: report) } catch {
+                    reporter.note("cannot record the failed run for folio status: \(error)")
+                }
+            }
+        }
+        reporter.emit(.finished(report))
+        return report
     }
 
     private func failed(_ target: TargetConfig, _ message: String, result: RunReport.Result = .failed) -> RunReport {

@@ -228,7 +228,7 @@ actor Scheduler: Service {
         do {
             source = try await SourceFactory.make(for: target)
         } catch {
-            return .ran(failedToStart(target, "\(error)"))
+            return .ran(await failedToStart(target, "\(error)"))
         }
         // open and flock: off the cooperative pool. Never waits: a busy target is retried later.
         let lock = await Blocking.run {
@@ -240,7 +240,7 @@ actor Scheduler: Service {
         case .failure(.busy(let holder)):
             return .busy(holder)
         case .failure(let failure):
-            return .ran(failedToStart(target, failure.message))
+            return .ran(await failedToStart(target, failure.message))
         case .success(let held):
             let progress = TransferProgress()
             reporter.watch(target: target.name, progress: progress)
@@ -251,11 +251,17 @@ actor Scheduler: Service {
         }
     }
 
-    private nonisolated func failedToStart(_ target: TargetConfig, _ message: String) -> RunReport {
+    private nonisolated func failedToStart(_ target: TargetConfig, _ message: String) async -> RunReport {
         var report = RunReport(target: target.name)
         report.result = .failed
         report.error = message
         reporter.emit(.started(target: target.name, source: target.source, destination: target.destination, trigger: .automatic))
+        let engine = self.engine, reporter = self.reporter
+        await Blocking.run { [report] in
+            do { try engine.state.recordFailedStart(target, trigger: .automatic, report: report) } catch {
+                reporter.logger.warning("cannot record the failed run for folio status: \(error)")
+            }
+        }
         reporter.emit(.finished(report))
         return report
     }

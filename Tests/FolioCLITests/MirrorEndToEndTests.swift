@@ -253,6 +253,28 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(outcome.stderrLines, ["folio: \(work.path("folio.toml")):3: unknown key \"sorce\"; did you mean \"source\"?"])
     }
 
+    /// A run that fails before it starts (here its folder cannot be locked: `.folio` is a file) is recorded like
+    /// any failed run: `folio status` showed the last success instead.
+    func testARunThatFailsBeforeItStartsIsWhatStatusShows() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        FixtureTree.write(work.path(""), "folio.toml", """
+            [[target]]
+            name = "docs"
+            source = "\(work.path("src"))"
+            destination = "\(work.path("dst"))"
+            """)
+        let config = ["--config", work.path("folio.toml")]
+        XCTAssertEqual(FolioBinary.run(["sync", "--now"] + config, environment: environment).status, 0)
+        try FileManager.default.removeItem(atPath: work.path("dst/.folio"))
+        FixtureTree.write(work.path("dst"), ".folio", "not a folder")
+        let failed = FolioBinary.run(["sync", "--now"] + config, environment: environment)
+        XCTAssertEqual(failed.status, 1)
+        XCTAssertEqual(failed.stderrLines, ["docs: failed: cannot open \(work.path("dst/.folio")): Not a directory"])
+        let status = FolioBinary.run(["status"] + config, environment: environment)
+        XCTAssertTrue(status.stdout.hasPrefix("docs: failed at "), status.stdout)
+        XCTAssertTrue(status.stdout.contains("— cannot open \(work.path("dst/.folio")): Not a directory"), status.stdout)
+    }
+
     func testSyncNowRunsManualTargetsAndGuardsExitFour() throws {
         for i in 0..<4 { FixtureTree.write(work.path("a"), "f\(i)", "\(i)") }
         FixtureTree.write(work.path("b"), "only", "b")
