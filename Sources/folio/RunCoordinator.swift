@@ -3,6 +3,7 @@ import FolioCore
 import FolioState
 import Foundation
 import Glibc
+import Logging
 
 /// Runs a set of targets for `folio sync --now` and `folio mirror`: one lock per target, one after another (or
 /// `--parallel-targets` at once), Ctrl-C and SIGTERM stop cleanly, and the exit code says how it went.
@@ -79,10 +80,18 @@ struct RunCoordinator {
             reporter.watch(target: target.name, progress: progress)
             guard stopper.register(progress) else { return failed(target, "stopped before it started", result: .interrupted) }
             let report = await engine.run(target, source: source, options: options, progress: progress)
+            // The lock covers the run only, as in the daemon: released before the hook, which may take its time.
             withExtendedLifetime(held) {}
+            if !target.onChange.isEmpty, !report.changedPaths.isEmpty, !options.dryRun, !stopper.isStopped {
+                await ChangeHook(command: target.onChange, target: target.name, timeLimit: target.onChangeTimeout)
+                    .run(changedPaths: report.changedPaths, logger: Self.hookLogger)
+            }
             return report
         }
     }
+
+    /// Where a hook's failure is told: a line on standard error, as the daemon's log would have it.
+    private static let hookLogger = Logger(label: "folio") { _ in JournalLogHandler(level: .warning) }
 
     /// A run that failed before the engine started it, recorded like any run (see `StateStore.recordFailedStart`),
     /// except in a dry run, which records nothing.

@@ -213,7 +213,7 @@ actor Scheduler: Service {
         if case .ran(let report) = outcome {
             let database = self.database, pid = self.pid
             statusQueue.async { try? database.setProgress(target: target.name, daemonPID: pid, nil) }
-            // A shutdown skips the hook: the next run's changes will run it.
+            // A shutdown skips the hook (systemd is stopping the service); that run's paths reach no later hook.
             if !target.onChange.isEmpty, !report.changedPaths.isEmpty, !Task.isCancelled {
                 await ChangeHook(command: target.onChange, target: target.name, timeLimit: target.onChangeTimeout)
                     .run(changedPaths: report.changedPaths, logger: reporter.logger)

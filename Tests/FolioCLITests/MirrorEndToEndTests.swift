@@ -275,6 +275,30 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertTrue(status.stdout.contains("— cannot open \(work.path("dst/.folio")): Not a directory"), status.stdout)
     }
 
+    /// `on-change` runs after `folio sync --now` too (it ran only in the daemon), with the changed paths on its
+    /// input; a run that changed nothing runs no hook.
+    func testSyncNowRunsTheOnChangeHook() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        FixtureTree.write(work.path("src"), "sub/b.txt", "b")
+        FixtureTree.write(work.path(""), "folio.toml", """
+            [[target]]
+            name = "docs"
+            source = "\(work.path("src"))"
+            destination = "\(work.path("dst"))"
+            on-change = ["/bin/sh", "-c", "cat > \(work.path("hook.out")); echo {target} >> \(work.path("hook.out"))"]
+            """)
+        let config = ["--config", work.path("folio.toml")]
+        let first = FolioBinary.run(["sync", "--now"] + config, environment: environment)
+        XCTAssertEqual(first.status, 0, first.stderr)
+        let lines = (FixtureTree.read(work.path("hook.out")).map { String(decoding: $0, as: UTF8.self) } ?? "").split(separator: "\n")
+        XCTAssertEqual(lines.last, "docs", "{target} in the command")
+        XCTAssertEqual(lines.dropLast().sorted(), ["a.txt", "sub/b.txt"], "the changed paths, in the order they were installed")
+        try FileManager.default.removeItem(atPath: work.path("hook.out"))
+        let unchanged = FolioBinary.run(["sync", "--now"] + config, environment: environment)
+        XCTAssertEqual(unchanged.status, 0, unchanged.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("hook.out")), "nothing changed, no hook")
+    }
+
     func testSyncNowRunsManualTargetsAndGuardsExitFour() throws {
         for i in 0..<4 { FixtureTree.write(work.path("a"), "f\(i)", "\(i)") }
         FixtureTree.write(work.path("b"), "only", "b")
