@@ -26,10 +26,12 @@ public struct Config: Sendable, Equatable {
     /// Reads and checks a configuration file.
     public static func load(path: String) throws(ConfigError) -> Config {
         guard let data = FileManager.default.contents(atPath: path) else {
-            let exists = FileManager.default.fileExists(atPath: path)
-            throw ConfigError(file: path, line: nil, message: exists
-                ? "cannot read the configuration file; check its permissions"
-                : "no configuration file here; copy config/folio.example.toml there, or pass --config FILE")
+            var isFolder: ObjCBool = false
+            let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isFolder)
+            throw ConfigError(file: path, line: nil, message: !exists
+                ? "no configuration file here; copy config/folio.example.toml there, or pass --config FILE"
+                : isFolder.boolValue ? "this is a folder, not a configuration file; pass --config FILE with the file's path"
+                : "cannot read the configuration file; check its permissions")
         }
         guard let text = String(data: data, encoding: .utf8) else {
             throw ConfigError(file: path, line: nil, message: "the configuration file is not UTF-8 text")

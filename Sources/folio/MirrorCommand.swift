@@ -57,6 +57,9 @@ struct MirrorCommand: AsyncParsableCommand {
         for (name, value) in [("SOURCE", source), ("DEST", destination)] where value.isEmpty {
             throw CLIError.usage("\(name) is empty (an unset variable in a script?); give the folder or URL")
         }
+        guard ["auto", "true", "false"].contains(webdav) else {
+            throw CLIError.usage("--webdav is auto, true or false, not \(JSONLine.quote(webdav))")
+        }
         // Lexically normal (no `.`, `..` or trailing slash), so `dst`, `./dst` and `dst/` are one target.
         let absolute = URL(fileURLWithPath: absolutePath(destination)).standardizedFileURL.path
         let sourceText = source.contains("://") || source.hasPrefix("/") ? source : FileManager.default.currentDirectoryPath + "/" + source

@@ -246,6 +246,18 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst")))
     }
 
+    /// Two values that got a misleading line: a --webdav value other than auto, true or false ("strings need
+    /// quotes"), and a --config that is a folder ("check its permissions").
+    func testAWrongWebDAVValueOrAFolderForConfigGetsALineThatSaysSo() throws {
+        let webdav = FolioBinary.run(["mirror", "--webdav", "maybe", "http://127.0.0.1:1/", work.path("dst")], environment: environment)
+        XCTAssertEqual(webdav.status, 2)
+        XCTAssertEqual(webdav.stderrLines, ["folio: --webdav is auto, true or false, not \"maybe\""])
+        FixtureTree.makeFolder(work.path(""), "conf.d")
+        let folder = FolioBinary.run(["sync", "--now", "--config", work.path("conf.d")], environment: environment)
+        XCTAssertEqual(folder.status, 2)
+        XCTAssertEqual(folder.stderrLines, ["folio: \(work.path("conf.d")): this is a folder, not a configuration file; pass --config FILE with the file's path"])
+    }
+
     func testABadConfigNamesFileAndLine() throws {
         FixtureTree.write(work.path(""), "folio.toml", "[[target]]\nname = \"a\"\nsorce = \"/x\"\n")
         let outcome = FolioBinary.run(["sync", "--now", "--config", work.path("folio.toml")], environment: environment)
