@@ -70,11 +70,13 @@ enum CaseClashes {
         return result
     }
 
-    /// The path as a filesystem that ignores case sees it: each character upper-cased by itself, as the upcase
-    /// tables of exFAT, FAT and NTFS do (`é` and `É`, and `ς`, `σ` and `Σ`, are one), where a character has a
-    /// one-character upper case (`ß` stays `ß`, as there). Not normalised: those filesystems keep NFC and NFD
-    /// apart. Bytes that are not UTF-8 are kept as they are. Should a filesystem's own table fold a letter this
-    /// does not, `Destination.moveIntoPlace` still refuses to write through a twin's name.
+    /// The path as a filesystem that ignores case surely sees it: a letter and its one-letter upper case are one
+    /// (`é` and `É`), where that upper case has the letter as its own lower case. Why that narrow: exFAT's upcase
+    /// table keeps apart the letters whose upper case leads elsewhere (`ı` and `i`, `ſ` and `s`, `µ` and `μ`,
+    /// `ǅ` and `ǆ`), and skipping a name the filesystem could hold would leave it out of the mirror for nothing.
+    /// A pair that a filesystem folds beyond this (exFAT takes `ς` for `σ`) is still refused, at install, by
+    /// `Destination.moveIntoPlace`: the second name to arrive fails with a line and neither is traded. Not
+    /// normalised: those filesystems keep NFC and NFD apart. Bytes that are not UTF-8 are kept as they are.
     static func fold<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> [UInt8] {
         if !bytes.contains(where: { $0 >= 0x80 }) {
             return bytes.map { $0 >= 0x61 && $0 <= 0x7A ? $0 & ~0x20 : $0 }
@@ -83,7 +85,12 @@ enum CaseClashes {
         var folded = String.UnicodeScalarView()
         for scalar in text.unicodeScalars {
             let upper = scalar.properties.uppercaseMapping.unicodeScalars
-            folded.append(upper.count == 1 ? upper.first! : scalar)
+            if upper.count == 1, let capital = upper.first,
+               capital == scalar || capital.properties.lowercaseMapping.unicodeScalars.elementsEqual([scalar]) {
+                folded.append(capital)
+            } else {
+                folded.append(scalar)
+            }
         }
         return Array(String(folded).utf8)
     }

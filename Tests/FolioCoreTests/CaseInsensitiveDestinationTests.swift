@@ -90,6 +90,29 @@ final class CaseInsensitiveDestinationTests: XCTestCase {
         XCTAssertEqual(try String(contentsOfFile: destination + "/.folio/trash/\(trash[0])/A.txt", encoding: .utf8), "upper")
     }
 
+    /// exFAT takes Greek final sigma for sigma, a pair the check before the run leaves alone (their upper cases
+    /// agree, their lower cases do not): the second name to arrive fails with a line on every run, and neither is
+    /// traded for the other or put in the trash.
+    func testATwinOnlyTheFilesystemFoldsFailsWithALineAndIsNotTraded() async throws {
+        let served = TemporaryDirectory("case-source")
+        FixtureTree.write(served.path, "aσ.txt", "sigma", mtime: (1_700_000_000, 0))
+        FixtureTree.write(served.path, "aς.txt", "final sigma", mtime: (1_700_000_000, 0))
+        let destination = mountPoint + "/mirror"
+        let target = TargetConfig(name: "t", source: served.path, destination: destination)
+        let engine = SyncEngine(state: MemoryStateStore(), events: EventRecorder())
+        var held: [String] = []
+        for run in 0..<3 {
+            let report = await engine.run(target, source: LocalSource(rootPath: served.path), options: .init(trigger: .manual))
+            XCTAssertEqual(report.failures.count, 1, "run \(run): \(report.failures)")
+            XCTAssertTrue(report.failures.first?.message.contains("a name there that differs from it only in case takes its place") == true, "\(report.failures)")
+            XCTAssertEqual(report.trashed, 0, "run \(run)")
+            let names = try FileManager.default.contentsOfDirectory(atPath: destination).filter { $0 != ".folio" }
+            XCTAssertEqual(names.count, 1)
+            if run == 0 { held = names } else { XCTAssertEqual(names, held, "the name held stays") }
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination + "/.folio/trash"), [])
+    }
+
     /// A name the check before the run cannot see: `K.txt`, written here by hand, while the source has `k.txt` and
     /// a folder it could not list (so `K.txt` is not removed). Once, `k.txt` was put in place through `K.txt`'s
     /// name, which moved the hand-written file to the trash: a removal the incomplete listing forbade. Now the
