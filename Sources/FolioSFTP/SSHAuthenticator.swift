@@ -91,7 +91,9 @@ struct SSHAuthenticator {
     /// own) may take them, so a refused RSA key there is not blamed on SHA-1.
     static func refusesSHA1Signatures(banner: String) -> Bool {
         guard let range = banner.range(of: "-OpenSSH_") else { return false }
-        let version = banner[range.upperBound...].prefix { $0.isNumber || $0 == "." }.split(separator: ".").compactMap { Int($0) }
+        var rest = banner[range.upperBound...]
+        if rest.hasPrefix("for_Windows_") { rest = rest.dropFirst("for_Windows_".count) }
+        let version = rest.prefix { $0.isNumber || $0 == "." }.split(separator: ".").compactMap { Int($0) }
         guard let major = version.first else { return false }
         return major > 8 || (major == 8 && version.dropFirst().first.map { $0 >= 8 } == true)
     }

@@ -216,7 +216,7 @@ final class SFTPAuthenticationTests: SFTPTestCase {
     /// Only OpenSSH 8.8 and later are known to refuse SHA-1 RSA signatures; elsewhere a refused RSA key is most
     /// likely not in authorized_keys, and the line says that first.
     func testOnlyServersThatRefuseSHA1GetTheSHA1Explanation() {
-        let refusing = ["SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3", "SSH-2.0-OpenSSH_8.8", "SSH-2.0-OpenSSH_10.0p2", "SSH-2.0-OpenSSH_8.9p1 Ubuntu-3"]
+        let refusing = ["SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3", "SSH-2.0-OpenSSH_8.8", "SSH-2.0-OpenSSH_10.0p2", "SSH-2.0-OpenSSH_8.9p1 Ubuntu-3", "SSH-2.0-OpenSSH_for_Windows_9.5"]
         let taking = ["SSH-2.0-OpenSSH_8.4p1 Debian-5", "SSH-2.0-OpenSSH_7.4", "SSH-2.0-dropbear_2022.83", "SSH-2.0-OpenSSH_for_Windows_8.1", "SSH-2.0-Go", ""]
         for banner in refusing { XCTAssertTrue(SSHAuthenticator.refusesSHA1Signatures(banner: banner), banner) }
         for banner in taking { XCTAssertFalse(SSHAuthenticator.refusesSHA1Signatures(banner: banner), banner) }
