@@ -13,6 +13,12 @@ public protocol StateStore: Sendable {
     func beginRun(target: String, source: String, destination: String, trigger: TargetConfig.Trigger, startedAt: Date) throws -> Int64
     /// Stores finished files and forgets removed paths (with everything below them), in one transaction.
     func commit(target: String, upserts: [RecordedEntry], removedSubtrees: [RelativePath]) throws
+    /// Records, as one finished run, a run that failed before the engine could start it (its source could not be
+    /// made, its folder could not be locked), so that `folio status` shows that failure, not the last success,
+    /// and a restarted daemon tries the target again soon. Why not `beginRun` and `finishRun`: it is written
+    /// without the folder's lock, so it must leave alone another process's run under way (which `beginRun`
+    /// closes as interrupted), the target's record and its source digest.
+    func recordFailedStart(target: String, trigger: TargetConfig.Trigger, at startedAt: Date, error: String) throws
     /// Ends a run; `sourceDigest` is set only for a complete, successful run (else the stored one is cleared).
     /// A `listingMemo` replaces the stored one; nil keeps it.
     func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?, listingMemo: String?) throws
@@ -31,13 +37,5 @@ extension StateStore {
     /// The last good record of a target: what Folio wrote, by path.
     public func record(of target: String) throws -> RecordedTree {
         try record(of: target, sharingPathsWith: .empty)
-    }
-
-    /// Records a run that failed before the engine could start it (its source could not be made, its folder
-    /// could not be locked), so that `folio status` shows that failure, not the last success, and a restarted
-    /// daemon tries the target again soon rather than an interval after that success.
-    public func recordFailedStart(_ target: TargetConfig, trigger: TargetConfig.Trigger, report: RunReport) throws {
-        let id = try beginRun(target: target.name, source: target.source, destination: target.destination, trigger: trigger, startedAt: report.startedAt)
-        try finishRun(id: id, target: target.name, report: report, sourceDigest: nil, listingMemo: nil)
     }
 }

@@ -214,6 +214,15 @@ public final class StateDatabase: StateStore, Sendable {
         }
     }
 
+    public func recordFailedStart(target: String, trigger: TargetConfig.Trigger, at startedAt: Date, error: String) throws {
+        try perform {
+            try queue.write { db in
+                try db.execute(sql: "INSERT INTO run (target, trigger, started_at, ended_at, result, error, pid) VALUES (?, ?, ?, ?, 'failed', ?, ?)",
+                               arguments: [target, trigger.rawValue, startedAt.timeIntervalSince1970, startedAt.timeIntervalSince1970, error, getpid()])
+            }
+        }
+    }
+
     public func commit(target: String, upserts: [RecordedEntry], removedSubtrees: [RelativePath]) throws {
         try perform {
             try queue.write { db in

@@ -14,6 +14,10 @@ struct ChangeHook: Sendable {
     let target: String
     /// Seconds the command may run before it is stopped (`on-change-timeout`).
     let timeLimit: Int
+    /// Whether the command's standard output goes to standard error: after `folio sync --now`, whose standard
+    /// output is Folio's own (the summary, or `--json`'s NDJSON, which a line from the hook would break). The
+    /// daemon's both go to the journal.
+    var outputToStandardError = false
 
     /// The argument vector with `{target}` replaced by the target's name.
     var arguments: [String] { command.map { $0.replacingOccurrences(of: "{target}", with: target) } }
@@ -24,7 +28,7 @@ struct ChangeHook: Sendable {
         let input = changedPaths.flatMap { $0.bytes + [UInt8(ascii: "\n")] }
         let pid: pid_t
         let stdinWriter: Int32
-        switch Self.spawn(arguments) {
+        switch Self.spawn(arguments, outputToStandardError: outputToStandardError) {
         case .failure(let message):
             logger.warning("\(target): on-change hook \(arguments[0]) could not start: \(message); it is not retried")
             return
@@ -102,11 +106,11 @@ struct ChangeHook: Sendable {
     private static let spawnLock = Mutex(())
 
     /// Starts the command with a pipe on its standard input; its output goes where the daemon's goes (the journal).
-    private static func spawn(_ arguments: [String]) -> Spawned {
-        spawnLock.withLock { _ in spawnLocked(arguments) }
+    private static func spawn(_ arguments: [String], outputToStandardError: Bool) -> Spawned {
+        spawnLock.withLock { _ in spawnLocked(arguments, outputToStandardError: outputToStandardError) }
     }
 
-    private static func spawnLocked(_ arguments: [String]) -> Spawned {
+    private static func spawnLocked(_ arguments: [String], outputToStandardError: Bool) -> Spawned {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { return .failure(String(cString: strerror(errno))) }
         _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
@@ -116,6 +120,7 @@ struct ChangeHook: Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         // dup2 clears O_CLOEXEC on the child's stdin; both pipe ends are otherwise closed at exec.
         posix_spawn_file_actions_adddup2(&actions, fds[0], STDIN_FILENO)
+        if outputToStandardError { posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO) }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

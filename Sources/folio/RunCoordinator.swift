@@ -53,6 +53,17 @@ struct RunCoordinator {
     }
 
     private func runOne(_ target: TargetConfig, engine: SyncEngine, stopper: SignalStopper) async -> RunReport {
+        let report = await runLocked(target, engine: engine, stopper: stopper)
+        // After the lock is let go, as in the daemon: the hook may take its time (or sync this target itself).
+        if !target.onChange.isEmpty, !report.changedPaths.isEmpty, !options.dryRun, !stopper.isStopped {
+            await ChangeHook(command: target.onChange, target: target.name, timeLimit: target.onChangeTimeout, outputToStandardError: true)
+                .run(changedPaths: report.changedPaths, logger: Self.hookLogger)
+        }
+        return report
+    }
+
+    /// Makes the source, takes the destination's lock and runs the target; the lock is let go on return.
+    private func runLocked(_ target: TargetConfig, engine: SyncEngine, stopper: SignalStopper) async -> RunReport {
         let source: any Source
         do {
             source = try await SourceFactory.make(for: target)
@@ -74,18 +85,15 @@ struct RunCoordinator {
         }
         switch lock {
         case .failure(.stopped): return failed(target, TargetLock.Failure.stopped.message, result: .interrupted)
+        // Another run holds the folder (--no-wait): its run is what status should show, not this one's giving up.
+        case .failure(.busy(let holder)): return failed(target, holder)
         case .failure(let failure): return await failedToStart(target, failure.message, engine: engine)
         case .success(let held):
             let progress = TransferProgress()
             reporter.watch(target: target.name, progress: progress)
             guard stopper.register(progress) else { return failed(target, "stopped before it started", result: .interrupted) }
             let report = await engine.run(target, source: source, options: options, progress: progress)
-            // The lock covers the run only, as in the daemon: released before the hook, which may take its time.
             withExtendedLifetime(held) {}
-            if !target.onChange.isEmpty, !report.changedPaths.isEmpty, !options.dryRun, !stopper.isStopped {
-                await ChangeHook(command: target.onChange, target: target.name, timeLimit: target.onChangeTimeout)
-                    .run(changedPaths: report.changedPaths, logger: Self.hookLogger)
-            }
             return report
         }
     }
@@ -102,7 +110,7 @@ struct RunCoordinator {
         if !options.dryRun {
             let reporter = self.reporter, trigger = options.trigger
             await Blocking.run { [report] in
-                do { try engine.state.recordFailedStart(target, trigger: trigger, report: report) } catch {
+                do { try engine.state.recordFailedStart(target: target.name, trigger: trigger, at: report.startedAt, error: message) } catch {
                     reporter.note("cannot record the failed run for folio status: \(error)")
                 }
             }

@@ -258,7 +258,7 @@ actor Scheduler: Service {
         reporter.emit(.started(target: target.name, source: target.source, destination: target.destination, trigger: .automatic))
         let engine = self.engine, reporter = self.reporter
         await Blocking.run { [report] in
-            do { try engine.state.recordFailedStart(target, trigger: .automatic, report: report) } catch {
+            do { try engine.state.recordFailedStart(target: target.name, trigger: .automatic, at: report.startedAt, error: message) } catch {
                 reporter.logger.warning("cannot record the failed run for folio status: \(error)")
             }
         }

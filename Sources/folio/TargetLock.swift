@@ -48,6 +48,13 @@ final class TargetLock: Sendable {
         let fd: Int32
         do { fd = try Destination.openLockFile(at: target.destination) } catch { throw .io(error.message) }
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            // Only EWOULDBLOCK means another holder; a filesystem that cannot lock (ENOLCK on some network shares)
+            // is said as such, not retried as "busy" for ever.
+            guard errno == EWOULDBLOCK || errno == EINTR else {
+                let code = errno
+                close(fd)
+                throw .io("cannot lock \(file): \(String(cString: strerror(code))); the destination's filesystem must support flock")
+            }
             let holder = describeHolder(fd: fd, destination: target.destination)
             guard wait else {
                 close(fd)

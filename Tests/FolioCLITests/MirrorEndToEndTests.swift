@@ -288,20 +288,26 @@ final class MirrorEndToEndTests: XCTestCase {
     }
 
     /// `on-change` runs after `folio sync --now` too (it ran only in the daemon), with the changed paths on its
-    /// input; a run that changed nothing runs no hook.
+    /// input, once the folder's lock is let go (the hook could not sync the folder itself), and with its output
+    /// on standard error (a line of it broke `--json`'s NDJSON); a run that changed nothing runs no hook.
     func testSyncNowRunsTheOnChangeHook() throws {
         FixtureTree.write(work.path("src"), "a.txt", "a")
         FixtureTree.write(work.path("src"), "sub/b.txt", "b")
+        let hook = "cat > \(work.path("hook.out")); echo {target} >> \(work.path("hook.out")); "
+            + "flock -n \(work.path("dst/.folio/lock")) true && echo free > \(work.path("lock.out")); echo refreshed the library"
         FixtureTree.write(work.path(""), "folio.toml", """
             [[target]]
             name = "docs"
             source = "\(work.path("src"))"
             destination = "\(work.path("dst"))"
-            on-change = ["/bin/sh", "-c", "cat > \(work.path("hook.out")); echo {target} >> \(work.path("hook.out"))"]
+            on-change = ["/bin/sh", "-c", "\(hook)"]
             """)
         let config = ["--config", work.path("folio.toml")]
-        let first = FolioBinary.run(["sync", "--now"] + config, environment: environment)
+        let first = FolioBinary.run(["sync", "--now", "--json"] + config, environment: environment)
         XCTAssertEqual(first.status, 0, first.stderr)
+        XCTAssertEqual(first.events.count, first.stdout.split(separator: "\n").count, "every line of standard output is an event\n\(first.stdout)")
+        XCTAssertTrue(first.stderr.contains("refreshed the library"), first.stderr)
+        XCTAssertEqual(FixtureTree.read(work.path("lock.out")).map { String(decoding: $0, as: UTF8.self) }, "free\n", "the lock is let go before the hook")
         let lines = (FixtureTree.read(work.path("hook.out")).map { String(decoding: $0, as: UTF8.self) } ?? "").split(separator: "\n")
         XCTAssertEqual(lines.last, "docs", "{target} in the command")
         XCTAssertEqual(lines.dropLast().sorted(), ["a.txt", "sub/b.txt"], "the changed paths, in the order they were installed")

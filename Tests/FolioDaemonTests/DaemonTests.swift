@@ -240,6 +240,9 @@ final class DaemonTests: XCTestCase {
         let manual = try folio(["sync", "--now", "--no-wait", "docs"], log: "manual.log")
         XCTAssertEqual(manual.status, 1, manual.output)
         XCTAssertTrue(manual.output.contains("target docs is being synced by pid \(daemon.pid) (started "), manual.output)
+        // Giving up on a busy folder is not a run: status still shows the daemon's.
+        let after = try folio(["status"], log: "status-after.log")
+        XCTAssertTrue(after.output.contains("docs: running at "), after.output)
 
         // Without --no-wait: it waits for the daemon's run, then runs, resuming the partial file.
         let waiting = try DaemonProcess(["sync", "--now", "docs", "--config", configPath], environment: environment, logPath: scratch.path("waiting.log"))

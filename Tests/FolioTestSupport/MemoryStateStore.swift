@@ -30,6 +30,10 @@ public final class MemoryStateStore: StateStore, Sendable {
         }
     }
 
+    public func recordFailedStart(target: String, trigger: TargetConfig.Trigger, at startedAt: Date, error: String) throws {
+        storage.withLock { $0.runs.append((target, .failed)) }
+    }
+
     public func commit(target: String, upserts: [RecordedEntry], removedSubtrees: [RelativePath]) throws {
         storage.withLock { storage in
             var record = storage.records[target] ?? [:]
