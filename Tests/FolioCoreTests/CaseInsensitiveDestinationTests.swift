@@ -9,34 +9,16 @@ import XCTest
 /// change" and a copy in the trash, and the mirror held one file under the other's name.
 final class CaseInsensitiveDestinationTests: XCTestCase {
     var scratch: TemporaryDirectory!
-    var mountPoint: String!
-    var loopDevice: String?
-    var mounted = false
+    var image: MountedImage?
+    var mountPoint: String { image!.mountPoint }
 
     override func setUpWithError() throws {
-        guard getuid() == 0 else { throw XCTSkip("mounting an exFAT image needs root") }
         scratch = TemporaryDirectory("case-insensitive")
-        let image = scratch.path("exfat.img")
-        mountPoint = scratch.path("mnt")
-        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-        XCTAssertTrue(FileManager.default.createFile(atPath: image, contents: nil))
-        XCTAssertEqual(truncate(image, 32 << 20), 0)
-        // scripts/install-deps.sh installs exfatprogs and exfat-fuse: missing tools fail here rather than skip.
-        try LoopbackServer.run("mkfs.exfat", [image])
-        do {
-            // exfat-fuse wants a block device, not a file.
-            loopDevice = try LoopbackServer.run("losetup", ["--find", "--show", image]).trimmingCharacters(in: .whitespacesAndNewlines)
-            try LoopbackServer.run("mount.exfat-fuse", [loopDevice!, mountPoint])
-            mounted = true
-        } catch {
-            throw XCTSkip("cannot mount an exFAT image through FUSE here: \(error)")
-        }
+        image = try MountedImage(in: scratch, megabytes: 32, mkfs: ["mkfs.exfat"], mounting: .fuse(helper: "mount.exfat-fuse"))
     }
 
     override func tearDownWithError() throws {
-        // Lazily: a worker thread of the last run may still be letting go of its descriptors.
-        if mounted { try LoopbackServer.run("umount", ["--lazy", mountPoint]) }
-        if let loopDevice { _ = try? LoopbackServer.run("losetup", ["--detach", loopDevice]) }
+        try image?.unmount()
     }
 
     func testTheProbeTellsCaseIgnoringFilesystemsApart() throws {

@@ -9,29 +9,16 @@ import XCTest
 /// every file again and kept the previous copy in the trash, filling the disk within the trash's 30 days.
 final class CoarseTimeDestinationTests: XCTestCase {
     var scratch: TemporaryDirectory!
-    var mountPoint: String!
-    var mounted = false
+    var image: MountedImage?
+    var mountPoint: String { image!.mountPoint }
 
     override func setUpWithError() throws {
-        guard getuid() == 0 else { throw XCTSkip("mounting a small ext4 image needs root") }
         scratch = TemporaryDirectory("coarse-times")
-        let image = scratch.path("fs.img")
-        mountPoint = scratch.path("mnt")
-        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-        XCTAssertTrue(FileManager.default.createFile(atPath: image, contents: nil))
-        XCTAssertEqual(truncate(image, 32 << 20), 0)
-        try LoopbackServer.run("mkfs.ext4", ["-q", "-F", "-I", "128", image])
-        do {
-            try LoopbackServer.run("mount", ["-o", "loop", image, mountPoint])
-            mounted = true
-        } catch {
-            throw XCTSkip("cannot mount a loop device here: \(error)")
-        }
+        image = try MountedImage(in: scratch, megabytes: 32, mkfs: ["mkfs.ext4", "-q", "-F", "-I", "128"], mounting: .loop)
     }
 
     override func tearDownWithError() throws {
-        // Lazily: a worker thread of the last run may still be letting go of its descriptors.
-        if mounted { try LoopbackServer.run("umount", ["--lazy", mountPoint]) }
+        try image?.unmount()
     }
 
     func testTheFilesystemsPrecisionIsFoundAndKept() throws {
