@@ -5,6 +5,7 @@ packages=(
   pkg-config libssh2-1-dev libcurl4-openssl-dev libsqlite3-dev libsystemd-dev  # build
   openssh-server openssh-client nginx libnginx-mod-http-dav-ext apache2 python3 util-linux  # test servers
   exfatprogs exfat-fuse  # a destination that ignores case (CaseInsensitiveDestinationTests)
+  faketime  # a wall clock behind the time since boot (MirrorEndToEndTests: trash made before NTP set the clock)
   systemd strace  # scripts/verify-systemd.sh: systemd-analyze verify, and the daemon's system calls vs its filter
 )
 missing=()

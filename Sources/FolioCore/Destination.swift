@@ -267,7 +267,7 @@ public final class Destination: Sendable {
     }
 
     private func trashFolder(for relative: RelativePath, runID: String) throws(SourceError) -> Int32 {
-        var fd = try Self.makeFolder(in: trashFD, name: runID, display: "\(path)/.folio/trash/\(runID)")
+        var fd = try openRunFolder(runID)
         for name in relative.components.dropLast() {
             let next: Int32
             do {
@@ -282,13 +282,108 @@ public final class Destination: Sendable {
         return fd
     }
 
-    /// Removes trash folders of runs older than `days`. Run folders are named `YYYYMMDD-HHMMSS-…` (UTC).
-    func purgeTrash(olderThan days: Int, now: Date = Date()) {
+    /// Opens `trash/<runID>`, making it on first use, with the clocks read then in `.folio/trash-clock/<runID>`.
+    private func openRunFolder(_ runID: String) throws(SourceError) -> Int32 {
+        let display = "\(path)/.folio/trash/\(runID)"
+        let made = mkdirat(trashFD, runID, 0o755) == 0
+        guard made || errno == EEXIST else { throw Self.error(errno, "cannot create \(display)") }
+        // Best effort: a run folder without its reading is aged by its name, as the wall clock named it.
+        if made { writeClockReading(.now(), for: runID) }
+        let fd = folio_openat_dir_nofollow(trashFD, runID)
+        guard fd >= 0 else { throw Self.error(errno, "cannot open \(display)") }
+        return fd
+    }
+
+    /// Opens `.folio/trash-clock`, which holds for each run folder of the trash the clocks read when it was made
+    /// (`ClockReading`); with `create`, makes it first. Beside the trash rather than in it, so the trash holds
+    /// run folders only. -1 when it is not there.
+    private func openClockFolder(create: Bool) -> Int32 {
+        let folio = folio_openat_dir_nofollow(rootFD, ".folio")
+        guard folio >= 0 else { return -1 }
+        defer { close(folio) }
+        if create { return (try? Self.makeFolder(in: folio, name: "trash-clock", display: "")) ?? -1 }
+        return folio_openat_dir_nofollow(folio, "trash-clock")
+    }
+
+    /// Writes `reading` as `.folio/trash-clock/<runID>`, whole or not at all (a temporary name, then a rename).
+    private func writeClockReading(_ reading: ClockReading, for runID: String) {
+        let clocks = openClockFolder(create: true)
+        guard clocks >= 0 else { return }
+        defer { close(clocks) }
+        let temporary = runID + ".new"
+        let fd = folio_openat_create(clocks, temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0o644)
+        guard fd >= 0 else { return }
+        let bytes = Array(reading.text.utf8)
+        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        if written == bytes.count { renameat(clocks, temporary, clocks, runID) } else { unlinkat(clocks, temporary, 0) }
+    }
+
+    /// The reading in `.folio/trash-clock/<runID>`, if there is a whole one.
+    private static func clockReading(in clocks: Int32, for runID: String) -> ClockReading? {
+        let fd = folio_openat(clocks, runID, O_RDONLY | O_NOFOLLOW)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 128)
+        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard count > 0 else { return nil }
+        return ClockReading(text: String(decoding: buffer.prefix(count), as: UTF8.self))
+    }
+
+    /// Removes the trash folders of runs made more than `days` ago (all of them with 0), and what is left of
+    /// them in `trash-clock`. A folder's made time is the later of what its name says (UTC, by the wall clock of its
+    /// run) and what its clock reading says seen from `now` (`ClockReading.made(seenAt:)`), so a folder made
+    /// while the wall clock was behind is kept its full `days` once NTP sets the clock, rather than purged on
+    /// the next run. A corrected time is written back, so the correction outlives a reboot. A name that is not a
+    /// run's (a folder someone put there) is left alone.
+    func purgeTrash(olderThan days: Int, now: ClockReading = .now()) {
         guard trashFD >= 0 else { return }
-        let cutoff = Self.runID(at: now.addingTimeInterval(-Double(days) * 86_400), suffix: "")
-        for name in Self.names(in: trashFD) where days == 0 || String(decoding: name, as: UTF8.self) < cutoff {
-            try? Self.removeTree(in: trashFD, name: name, display: "\(path)/.folio/trash")
+        let display = "\(path)/.folio/trash"
+        let clocks = openClockFolder(create: false)
+        defer { if clocks >= 0 { close(clocks) } }
+        let cutoff = now.wall - Int64(days) * 86_400
+        var runs = Set<String>()
+        for bytes in Self.names(in: trashFD) {
+            let name = String(decoding: bytes, as: UTF8.self)
+            guard let named = Self.time(ofRunID: name) else {
+                if days == 0 { try? Self.removeTree(in: trashFD, name: bytes, display: display) }
+                continue
+            }
+            var made = named
+            if clocks >= 0, let reading = Self.clockReading(in: clocks, for: name) {
+                let seen = reading.made(seenAt: now)
+                // Not for a second's difference: the two clocks are read in whole seconds, a moment apart.
+                if seen > reading.wall + 60 { writeClockReading(ClockReading(wall: seen, sinceBoot: reading.sinceBoot, boot: reading.boot), for: name) }
+                made = max(named, seen)
+            }
+            guard days == 0 || made < cutoff else { runs.insert(name); continue }
+            // The reading goes first: a folder left without one is aged by its name, which is older still.
+            if clocks >= 0 { unlinkat(clocks, name, 0) }
+            try? Self.removeTree(in: trashFD, name: bytes, display: display)
         }
+        // Readings whose folder is gone (removed by hand) go too.
+        guard clocks >= 0 else { return }
+        for bytes in Self.names(in: clocks) where !runs.contains(String(decoding: bytes, as: UTF8.self)) {
+            CString.with(bytes) { _ = unlinkat(clocks, $0, 0) }
+        }
+    }
+
+    /// The UTC time a run folder's name (`YYYYMMDD-HHMMSS-…`, from `runID(at:suffix:)`) says, or nil when the
+    /// name is not a run's.
+    static func time(ofRunID name: String) -> Int64? {
+        let digits = Array(name.utf8.prefix(15))
+        guard digits.count == 15, digits[8] == UInt8(ascii: "-"),
+              digits.enumerated().allSatisfy({ $0.offset == 8 || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0.element) })
+        else { return nil }
+        func number(_ range: Range<Int>) -> Int32 { digits[range].reduce(0) { $0 * 10 + Int32($1 - UInt8(ascii: "0")) } }
+        var parts = tm()
+        parts.tm_year = number(0..<4) - 1900
+        parts.tm_mon = number(4..<6) - 1
+        parts.tm_mday = number(6..<8)
+        parts.tm_hour = number(9..<11)
+        parts.tm_min = number(11..<13)
+        parts.tm_sec = number(13..<15)
+        return Int64(timegm(&parts))
     }
 
     /// A run's trash folder name: sortable UTC time plus a suffix that keeps concurrent runs apart.

@@ -112,6 +112,44 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(FixtureTree.listing(work.path("dst/.folio/partial")).filter { !$0.hasSuffix("/") }, [], "no partial file left")
     }
 
+    /// A machine whose wall clock is behind until NTP sets it (a Raspberry Pi without a battery, a kiosk back
+    /// from storage) names its trash folder in the past. The next run, with the clock set, keeps that folder its
+    /// full trash-days (the time since boot tells its age) rather than purging it at once.
+    func testTrashMadeWhileTheClockWasBehindOutlivesTheNextRun() throws {
+        let faketime = "/usr/bin/faketime"
+        guard FileManager.default.isExecutableFile(atPath: faketime) else {
+            throw XCTSkip("needs faketime, which scripts/install-deps.sh installs")
+        }
+        let source = work.path("src"), destination = work.path("dst")
+        FixtureTree.write(source, "a.txt", "first", mtime: (1_600_000_000, 0))
+        XCTAssertEqual(FolioBinary.run(["mirror", source, destination], environment: environment).status, 0)
+        FixtureTree.write(source, "a.txt", "second", mtime: (1_600_000_100, 0))
+        // Only the wall clock is 40 days behind: files' times and the time since boot are as they are.
+        var behindClock = environment
+        behindClock["NO_FAKE_STAT"] = "1"
+        behindClock["DONT_FAKE_MONOTONIC"] = "1"
+        let behind = FolioBinary.run(["mirror", source, destination], environment: behindClock, launcher: [faketime, "-f", "-40d"])
+        XCTAssertEqual(behind.status, 0, behind.stderr)
+        let runs = try FileManager.default.contentsOfDirectory(atPath: destination + "/.folio/trash")
+        XCTAssertEqual(runs.count, 1, "\(runs)")
+        let run = try XCTUnwrap(runs.first)
+        let day = DateFormatter()
+        day.timeZone = TimeZone(identifier: "UTC")
+        day.dateFormat = "yyyyMMdd"
+        let fortyDaysAgo = Date().addingTimeInterval(-40 * 86_400)
+        XCTAssertTrue([fortyDaysAgo, fortyDaysAgo.addingTimeInterval(-60)].map(day.string(from:)).contains(String(run.prefix(8))), run)
+
+        let setClock = FolioBinary.run(["mirror", source, destination], environment: environment)
+        XCTAssertEqual(setClock.status, 0, setClock.stderr)
+        XCTAssertTrue(setClock.stdout.contains("unchanged"), setClock.stdout)
+        XCTAssertEqual(FixtureTree.read(destination + "/.folio/trash/\(run)/a.txt"), Array("first".utf8), "the trash kept the replaced file")
+        XCTAssertEqual(FixtureTree.read(destination + "/a.txt"), Array("second".utf8))
+        // The corrected time is written down, so that a reboot (a new time since boot) does not undo it.
+        let reading = String(decoding: FixtureTree.read(destination + "/.folio/trash-clock/\(run)") ?? [], as: UTF8.self)
+        let made = try XCTUnwrap(Int64(reading.split(separator: " ").last?.trimmingCharacters(in: .newlines) ?? ""), reading)
+        XCTAssertLessThan(abs(made - Int64(Date().timeIntervalSince1970)), 3_600, reading)
+    }
+
     func testAReadOnlyDestinationFailsInOneLine() throws {
         FixtureTree.write(work.path("src"), "a.txt", "a")
         FixtureTree.makeFolder(work.path("dst"), "")

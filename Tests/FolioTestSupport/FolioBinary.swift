@@ -26,10 +26,12 @@ public enum FolioBinary {
     }
 
     /// Runs folio to completion. `unprivileged` runs it as `nobody` when the tests run as root (root ignores
-    /// file permissions, so permission tests need another user).
+    /// file permissions, so permission tests need another user). `launcher` is a command folio runs under, such
+    /// as `["/usr/bin/faketime", "-f", "-40d"]`.
     public static func run(_ arguments: [String], environment: [String: String] = [:], unprivileged: Bool = false,
-                           currentDirectory: String? = nil) -> Outcome {
-        let process = start(arguments, environment: environment, unprivileged: unprivileged, currentDirectory: currentDirectory)
+                           launcher: [String] = [], currentDirectory: String? = nil) -> Outcome {
+        let process = start(arguments, environment: environment, unprivileged: unprivileged, launcher: launcher,
+                            currentDirectory: currentDirectory)
         let stdout = process.standardOutputPipe.fileHandleForReading.readDataToEndOfFile()
         let stderr = process.standardErrorPipe.fileHandleForReading.readDataToEndOfFile()
         process.process.waitUntilExit()
@@ -45,15 +47,14 @@ public enum FolioBinary {
 
     /// Starts folio and returns at once; read its pipes and wait yourself.
     public static func start(_ arguments: [String], environment: [String: String] = [:], unprivileged: Bool = false,
-                             currentDirectory: String? = nil) -> Running {
+                             launcher: [String] = [], currentDirectory: String? = nil) -> Running {
         let process = Process()
+        var command = launcher + [path] + arguments
         if unprivileged && getuid() == 0 {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "--", path] + arguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: path)
-            process.arguments = arguments
+            command = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"] + command
         }
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
         var env = ProcessInfo.processInfo.environment
         env["TERM"] = "dumb"
         for (key, value) in environment { env[key] = value }
