@@ -51,6 +51,13 @@ public struct RunReport: Sendable {
 
     public var failed: Int { failures.count }
 
+    /// Whether an `on-change` hook runs after this run: it changed something, or it reached its end and may
+    /// deliver what an earlier run kept (`HookBacklog`). Not after a run that could not start or found the folder
+    /// busy: the process that holds the folder runs its own hook.
+    public var reachesHook: Bool {
+        !dryRun && (!changedPaths.isEmpty || result == .synced || result == .unchanged)
+    }
+
     /// Whether this run leaves the target in step (exit 0 when all targets are). A listing that could not read
     /// everything does not: what it missed was neither fetched nor removed.
     public var isClean: Bool {

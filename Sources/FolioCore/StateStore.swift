@@ -20,8 +20,14 @@ public protocol StateStore: Sendable {
     /// closes as interrupted), the target's record and its source digest.
     func recordFailedStart(target: String, trigger: TargetConfig.Trigger, at startedAt: Date, error: String) throws
     /// Ends a run; `sourceDigest` is set only for a complete, successful run (else the stored one is cleared).
-    /// A `listingMemo` replaces the stored one; nil keeps it.
-    func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?, listingMemo: String?) throws
+    /// A `listingMemo` replaces the stored one; nil keeps it. With `keepingChangesForHook` (the target has an
+    /// `on-change` hook), the report's changed paths are kept, in the same transaction, until a hook has had them
+    /// (`HookBacklog`); without, any kept for the target before are forgotten (it has no hook any more).
+    func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?, listingMemo: String?, keepingChangesForHook: Bool) throws
+    /// The changed paths of the target's runs that no hook has had yet, oldest first.
+    func pendingHookChanges(of target: String) throws -> HookBacklog
+    /// Forgets the runs' kept paths: a hook has had them.
+    func forgetHookChanges(_ backlog: HookBacklog) throws
     /// The folders of a target's record and its last listing memo, for the next listing.
     func listingHints(of target: String) throws -> ListingHints
 }

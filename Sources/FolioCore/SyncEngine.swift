@@ -46,7 +46,7 @@ public struct SyncEngine: Sendable {
             } catch {
                 report.result = .failed
                 report.error = "\(error)"
-                return finish(report, runID: nil, started: started, digest: nil)
+                return finish(report, runID: nil, started: started, digest: nil, hooked: false)
             }
         }
         let digest: UInt64?
@@ -76,15 +76,17 @@ public struct SyncEngine: Sendable {
             digest = nil
         }
         await source.finishRun()
-        return finish(report, runID: runID, started: started, digest: digest, memo: memo)
+        return finish(report, runID: runID, started: started, digest: digest, memo: memo, hooked: !target.onChange.isEmpty)
     }
 
-    private func finish(_ report: RunReport, runID: Int64?, started: Date, digest: UInt64?, memo: String? = nil) -> RunReport {
+    /// Records the run's end; `hooked` (the target has an `on-change` hook) keeps its changed paths for the hook.
+    private func finish(_ report: RunReport, runID: Int64?, started: Date, digest: UInt64?, memo: String? = nil, hooked: Bool) -> RunReport {
         var report = report
         report.seconds = Date().timeIntervalSince(started)
         if let runID {
             do {
-                try state.finishRun(id: runID, target: report.target, report: report, sourceDigest: report.isClean ? digest : nil, listingMemo: memo)
+                try state.finishRun(id: runID, target: report.target, report: report, sourceDigest: report.isClean ? digest : nil, listingMemo: memo,
+                                    keepingChangesForHook: hooked)
             } catch {
                 if report.error == nil { report.error = "cannot record the run in the state database: \(error)" }
                 report.result = .failed

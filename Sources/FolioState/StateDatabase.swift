@@ -138,6 +138,18 @@ public final class StateDatabase: StateStore, Sendable {
                 CREATE INDEX entry_folder ON entry(target, path) WHERE kind = 1;
                 """)
         }
+        migrator.registerMigration("4 hook backlog") { db in
+            // The changed paths of runs whose `on-change` hook has not had them yet (`HookBacklog`), one row per
+            // run: the paths, each followed by a newline (names hold no control characters, see `RelativePath`).
+            try db.execute(sql: """
+                CREATE TABLE hook_backlog (
+                    run INTEGER PRIMARY KEY,
+                    target TEXT NOT NULL,
+                    paths BLOB NOT NULL
+                );
+                CREATE INDEX hook_backlog_by_target ON hook_backlog(target, run);
+                """)
+        }
         return migrator
     }()
 
@@ -254,7 +266,8 @@ public final class StateDatabase: StateStore, Sendable {
     /// FULL, which flushes the log and so every commit before it): the files it installed are on disk, and a
     /// power cut must not leave the record behind them. A run that changed nothing flushes nothing, unless its
     /// end finds more than `logLimit` in the log (one in about 30 such runs), which it then checkpoints.
-    public func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?, listingMemo: String?) throws {
+    public func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?, listingMemo: String?,
+                          keepingChangesForHook: Bool) throws {
         let changed = report.downloaded + report.updated + report.removed + report.trashed + report.createdFolders > 0
         try perform {
             try queue.writeWithoutTransaction { db in
@@ -270,6 +283,13 @@ public final class StateDatabase: StateStore, Sendable {
                                          report.failed, report.error, id])
                     try db.execute(sql: "UPDATE target SET source_digest = ?, listing_memo = coalesce(?, listing_memo) WHERE name = ?",
                                    arguments: [sourceDigest.map { Int64(bitPattern: $0) }, listingMemo, target])
+                    if !keepingChangesForHook {
+                        try db.execute(sql: "DELETE FROM hook_backlog WHERE target = ?", arguments: [target])
+                    } else if !report.changedPaths.isEmpty {
+                        var paths: [UInt8] = []
+                        for path in report.changedPaths { path.withBytes { paths.append(contentsOf: $0) }; paths.append(UInt8(ascii: "\n")) }
+                        try db.execute(sql: "INSERT INTO hook_backlog (run, target, paths) VALUES (?, ?, ?)", arguments: [id, target, Data(paths)])
+                    }
                     return .commit
                 }
                 // Why: the next process to open the database reads the whole log, checkpointed or not (a 4 MB log
@@ -282,6 +302,33 @@ public final class StateDatabase: StateStore, Sendable {
                     defer { sqlite3_busy_timeout(db.sqliteConnection, Self.busyTimeoutMilliseconds) }
                     _ = try? db.checkpoint(.truncate)
                 }
+            }
+        }
+    }
+
+    public func pendingHookChanges(of target: String) throws -> HookBacklog {
+        try perform {
+            try queue.read { db in
+                var backlog = HookBacklog(runs: [], paths: [])
+                var seen = Set<RelativePath>()
+                for row in try Row.fetchAll(db, sql: "SELECT run, paths FROM hook_backlog WHERE target = ? ORDER BY run", arguments: [target]) {
+                    backlog.runs.append(row[0])
+                    let bytes: Data = row[1]
+                    for line in bytes.split(separator: UInt8(ascii: "\n")) {
+                        if let path = try? RelativePath(validating: [UInt8](line)), seen.insert(path).inserted { backlog.paths.append(path) }
+                    }
+                }
+                return backlog
+            }
+        }
+    }
+
+    public func forgetHookChanges(_ backlog: HookBacklog) throws {
+        guard !backlog.runs.isEmpty else { return }
+        try perform {
+            try queue.write { db in
+                let statement = try db.cachedStatement(sql: "DELETE FROM hook_backlog WHERE run = ?")
+                for run in backlog.runs { try statement.execute(arguments: [run]) }
             }
         }
     }

@@ -22,6 +22,31 @@ struct ChangeHook: Sendable {
     /// The argument vector with `{target}` replaced by the target's name.
     var arguments: [String] { command.map { $0.replacingOccurrences(of: "{target}", with: target) } }
 
+    /// Runs the command for every change of the target that no hook has had yet, and then forgets them: this
+    /// run's, and those an earlier run kept when its hook was skipped (stopped by SIGTERM or Ctrl-C, or a process
+    /// that ended first; `HookBacklog`). Forgotten whatever the hook's exit, as a failed hook is not retried; kept
+    /// when the hook itself is stopped by a shutdown, for the next run's. `thisRun` is what the hook gets when the
+    /// state database cannot be read.
+    func runForPendingChanges(state: any StateStore, thisRun: [RelativePath], logger: Logger) async {
+        let target = self.target
+        let backlog: HookBacklog
+        do {
+            backlog = try await Blocking.run { try state.pendingHookChanges(of: target) }
+        } catch {
+            logger.warning("\(target): cannot read the changes kept for the on-change hook: \(error); it gets this run's only")
+            if !thisRun.isEmpty { await run(changedPaths: thisRun, logger: logger) }
+            return
+        }
+        guard !backlog.paths.isEmpty else { return }
+        await run(changedPaths: backlog.paths, logger: logger)
+        guard !Task.isCancelled else { return }
+        await Blocking.run {
+            do { try state.forgetHookChanges(backlog) } catch {
+                logger.warning("\(target): cannot forget the changes the on-change hook has had: \(error); it may get them again")
+            }
+        }
+    }
+
     /// Runs the command and waits for it; cancelling the task sends it SIGTERM.
     func run(changedPaths: [RelativePath], logger: Logger) async {
         let arguments = self.arguments

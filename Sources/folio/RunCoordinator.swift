@@ -55,9 +55,10 @@ struct RunCoordinator {
     private func runOne(_ target: TargetConfig, engine: SyncEngine, stopper: SignalStopper) async -> RunReport {
         let report = await runLocked(target, engine: engine, stopper: stopper)
         // After the lock is let go, as in the daemon: the hook may take its time (or sync this target itself).
-        if !target.onChange.isEmpty, !report.changedPaths.isEmpty, !options.dryRun, !stopper.isStopped {
+        // A stop (Ctrl-C, SIGTERM) skips the hook; the run's paths are kept for the next run's.
+        if !target.onChange.isEmpty, report.reachesHook, !stopper.isStopped {
             await ChangeHook(command: target.onChange, target: target.name, timeLimit: target.onChangeTimeout, outputToStandardError: true)
-                .run(changedPaths: report.changedPaths, logger: Self.hookLogger)
+                .runForPendingChanges(state: engine.state, thisRun: report.changedPaths, logger: Self.hookLogger)
         }
         return report
     }

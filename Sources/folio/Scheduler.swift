@@ -213,10 +213,10 @@ actor Scheduler: Service {
         if case .ran(let report) = outcome {
             let database = self.database, pid = self.pid
             statusQueue.async { try? database.setProgress(target: target.name, daemonPID: pid, nil) }
-            // A shutdown skips the hook (systemd is stopping the service); that run's paths reach no later hook.
-            if !target.onChange.isEmpty, !report.changedPaths.isEmpty, !Task.isCancelled {
+            // A shutdown skips the hook (systemd is stopping the service); the run's paths are kept for the next run's.
+            if !target.onChange.isEmpty, report.reachesHook, !Task.isCancelled {
                 await ChangeHook(command: target.onChange, target: target.name, timeLimit: target.onChangeTimeout)
-                    .run(changedPaths: report.changedPaths, logger: reporter.logger)
+                    .runForPendingChanges(state: engine.state, thisRun: report.changedPaths, logger: reporter.logger)
             }
         }
         await finished(target.name, outcome)

@@ -397,6 +397,31 @@ final class DaemonTests: XCTestCase {
         terminate(daemon)
     }
 
+    /// A stop skips the hook of the run under way; what that run installed reaches the next daemon's hook, once.
+    func testPathsOfARunStoppedBeforeItsHookReachTheNextDaemonsHook() throws {
+        let size = makeBigSource()
+        let dst = scratch.path("dst-docs")
+        let hook = scratch.path("hook.sh"), out = scratch.path("hook-out")
+        FixtureTree.makeFolder(scratch.path(""), "hook-out")
+        FixtureTree.write(scratch.path(""), "hook.sh", "#!/bin/sh\ncat >> \"$1/paths\"\necho \"$2\" >> \"$1/calls\"\n")
+        chmod(hook, 0o755)
+        writeConfig(target("docs", extra: "on-change = [\"\(hook)\", \"\(out)\", \"{target}\"]"))
+        let daemon = try startDaemon()
+        eventually(30, "small.txt in place and the big file under way") { fileSize(dst + "/small.txt") == 5 && partialBytes() > size / 4 }
+        terminate(daemon)
+        XCTAssertTrue(daemon.log.contains("docs: interrupted after "), daemon.log)
+        XCTAssertNil(text(out + "/calls"), "a stop skips the hook")
+
+        let next = try startDaemon(log: "daemon2.log")
+        eventually(120, "the hook after the next run") { text(out + "/calls") == "docs\n" }
+        XCTAssertEqual(text(out + "/paths")?.split(separator: "\n").sorted(), ["big.bin", "small.txt"], "the stopped run's path too")
+        // Forgotten once the hook has had them: unchanged runs run no hook.
+        let unchangedBefore = lines(next.log, containing: "docs: unchanged").count
+        eventually(20, "two unchanged runs") { lines(next.log, containing: "docs: unchanged").count >= unchangedBefore + 2 }
+        XCTAssertEqual(text(out + "/calls"), "docs\n")
+        terminate(next)
+    }
+
     func testStopEndsAHookThatIgnoresSIGTERMAndStillExitsWithin10Seconds() throws {
         FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
         let pidFile = scratch.path("hook.pid")

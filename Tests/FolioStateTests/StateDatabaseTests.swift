@@ -56,7 +56,7 @@ final class StateDatabaseTests: XCTestCase {
                           validator: nil, checksum: nil, localInode: 1, localMtime: FileTime(seconds: 1))
         }
         try database.commit(target: "t", upserts: entries, removedSubtrees: [])
-        try database.finishRun(id: id, target: "t", report: RunReport(target: "t"), sourceDigest: 1, listingMemo: "depth-1 far")
+        try database.finishRun(id: id, target: "t", report: RunReport(target: "t"), sourceDigest: 1, listingMemo: "depth-1 far", keepingChangesForHook: false)
         let hints = try database.listingHints(of: "t")
         XCTAssertEqual(hints.folders.map(\.description), ["a", "a/sub", "b"])
         XCTAssertEqual(hints.memo, "depth-1 far")
@@ -76,6 +76,34 @@ final class StateDatabaseTests: XCTestCase {
 
     /// A run that closes the database leaves its commits in the write-ahead log, unflushed (no checkpoint, no
     /// truncation), and the next run reads them and adds its own after them.
+    /// The changes a run keeps for its hook: all runs' paths, each once, oldest first, until forgotten by run
+    /// (a later run's stay for its own hook); a run of a target without a hook forgets them all.
+    func testChangesKeptForTheHookUntilAHookHasHadThem() throws {
+        let folder = TemporaryDirectory("state")
+        let database = try StateDatabase(directory: folder.path)
+        func finish(_ paths: [String], keep: Bool = true) throws -> Int64 {
+            let id = try database.beginRun(target: "t", source: "/s", destination: "/d", trigger: .automatic, startedAt: Date())
+            var report = RunReport(target: "t")
+            report.changedPaths = try paths.map { try RelativePath(validating: $0) }
+            report.downloaded = paths.count
+            try database.finishRun(id: id, target: "t", report: report, sourceDigest: nil, listingMemo: nil, keepingChangesForHook: keep)
+            return id
+        }
+        let first = try finish(["b.txt", "sub dir/caf\u{E9}.txt"])
+        let second = try finish(["a.txt", "b.txt"])
+        _ = try finish([])
+        let backlog = try database.pendingHookChanges(of: "t")
+        XCTAssertEqual(backlog.runs, [first, second])
+        XCTAssertEqual(backlog.paths.map(\.description), ["b.txt", "sub dir/caf\u{E9}.txt", "a.txt"])
+        XCTAssertEqual(try database.pendingHookChanges(of: "other").paths, [])
+
+        let third = try finish(["c.txt"])
+        try database.forgetHookChanges(backlog)
+        XCTAssertEqual(try database.pendingHookChanges(of: "t"), HookBacklog(runs: [third], paths: [try RelativePath(validating: "c.txt")]))
+        _ = try finish(["d.txt"], keep: false)
+        XCTAssertEqual(try database.pendingHookChanges(of: "t"), HookBacklog(runs: [], paths: []))
+    }
+
     func testClosingKeepsTheLogAndTheNextRunReadsIt() throws {
         let folder = TemporaryDirectory("state")
         func run(_ target: String) throws {

@@ -9,6 +9,7 @@ public final class MemoryStateStore: StateStore, Sendable {
         var memos: [String: String] = [:]
         var runs: [(target: String, result: RunReport.Result?)] = []
         var commits = 0
+        var hookBacklog: [(run: Int64, target: String, paths: [RelativePath])] = []
     }
 
     private let storage = Locked(Storage())
@@ -46,12 +47,34 @@ public final class MemoryStateStore: StateStore, Sendable {
         }
     }
 
-    public func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?, listingMemo: String?) throws {
+    public func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?, listingMemo: String?,
+                          keepingChangesForHook: Bool) throws {
         storage.withLock { storage in
             storage.runs[Int(id)].result = report.result
             storage.digests[target] = sourceDigest
             if let listingMemo { storage.memos[target] = listingMemo }
+            if !keepingChangesForHook {
+                storage.hookBacklog.removeAll { $0.target == target }
+            } else if !report.changedPaths.isEmpty {
+                storage.hookBacklog.append((id, target, report.changedPaths))
+            }
         }
+    }
+
+    public func pendingHookChanges(of target: String) throws -> HookBacklog {
+        storage.withLock { storage in
+            var backlog = HookBacklog(runs: [], paths: [])
+            var seen = Set<RelativePath>()
+            for kept in storage.hookBacklog where kept.target == target {
+                backlog.runs.append(kept.run)
+                backlog.paths += kept.paths.filter { seen.insert($0).inserted }
+            }
+            return backlog
+        }
+    }
+
+    public func forgetHookChanges(_ backlog: HookBacklog) throws {
+        storage.withLock { $0.hookBacklog.removeAll { backlog.runs.contains($0.run) } }
     }
 
     public func listingHints(of target: String) throws -> ListingHints {
@@ -83,6 +106,6 @@ public final class EventRecorder: SyncEventSink, Sendable {
 extension StateStore {
     /// Ends a run and keeps the stored listing memo, as a run whose listing did not finish does.
     public func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?) throws {
-        try finishRun(id: id, target: target, report: report, sourceDigest: sourceDigest, listingMemo: nil)
+        try finishRun(id: id, target: target, report: report, sourceDigest: sourceDigest, listingMemo: nil, keepingChangesForHook: false)
     }
 }
