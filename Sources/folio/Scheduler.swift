@@ -23,6 +23,9 @@ actor Scheduler: Service {
         var due: Date
         var failures = 0
         var running = false
+        /// Taken out of the configuration by a reload while it ran: kept until that run ends, so that the run
+        /// still counts toward `parallel-targets` and its host's one run at a time, then forgotten.
+        var removed = false
     }
 
     /// How a run attempt ended.
@@ -175,8 +178,11 @@ actor Scheduler: Service {
 
     /// Reschedules a target after a run attempt: `interval` after a good run, backoff after a failure.
     private func finished(_ name: String, _ outcome: Outcome) {
-        // A target removed by a reload while it ran is simply forgotten.
         guard var slot = slots[name] else { return }
+        guard !slot.removed else {
+            slots[name] = nil
+            return
+        }
         slot.running = false
         let interval = slot.target.interval
         let delay: Double
@@ -278,7 +284,7 @@ actor Scheduler: Service {
             reporter.logger.error("reload failed, keeping the previous configuration: \(error)")
         case .success(let new):
             apply(new)
-            reporter.logger.notice("reloaded \(path): \(Self.count(slots.count, "automatic target"))")
+            reporter.logger.notice("reloaded \(path): \(Self.count(slots.values.filter { !$0.removed }.count, "automatic target"))")
         }
         notifier?.send("READY=1\nSTATUS=\(statusLine())")
     }
@@ -292,7 +298,9 @@ actor Scheduler: Service {
         let now = Date()
         let wanted = Self.automatic(new)
         let names = Set(wanted.map(\.name))
-        for name in slots.keys where !names.contains(name) { slots[name] = nil }
+        for (name, slot) in slots where !names.contains(name) {
+            if slot.running { slots[name]?.removed = true } else { slots[name] = nil }
+        }
         for target in wanted {
             if var slot = slots[target.name] {
                 // A shorter interval takes effect now; a longer one after the next run.
@@ -301,6 +309,7 @@ actor Scheduler: Service {
                 }
                 slot.target = target
                 slot.host = RunSchedule.host(of: target.source)
+                slot.removed = false
                 slots[target.name] = slot
             } else {
                 slots[target.name] = Slot(target: target, host: RunSchedule.host(of: target.source), due: now.addingTimeInterval(Self.startupJitter(target)))

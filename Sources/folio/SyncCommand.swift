@@ -11,7 +11,7 @@ struct SyncCommand: AsyncParsableCommand {
         discussion: "Without TARGET names, runs every enabled target whose mode is manual or both."
     )
 
-    @Flag(name: .long, help: "Run now (the only way `sync` runs; the daemon runs on a schedule).")
+    @Flag(name: .long, help: "Run now. (`folio sync` always runs at once, with or without it; `folio daemon` is what runs targets on a schedule.)")
     var now = false
 
     @Argument(help: "Targets to run (default: every enabled target whose mode includes manual).")

@@ -494,6 +494,22 @@ final class DaemonTests: XCTestCase {
         XCTAssertEqual(Set(running.flatMap { $0 }).count, 3, "each target ran: \(running)")
     }
 
+    /// A target taken out of the configuration by SIGHUP while it runs still holds its place in
+    /// `parallel-targets` until its run ends: the target that replaces it waits.
+    func testATargetRemovedByAReloadWhileItRunsStillCountsTowardParallelTargets() throws {
+        let size = makeBigSource()
+        FixtureTree.write(scratch.path("src-more"), "m.txt", "more")
+        writeConfig("parallel-targets = 1\n" + target("docs"))
+        let daemon = try startDaemon()
+        eventually(30, "the big file under way") { partialBytes() > 0 }
+        writeConfig("parallel-targets = 1\n" + target("more"))
+        daemon.signal(SIGHUP)
+        eventually(60, "the new target synced") { text(scratch.path("dst-more/m.txt")) == "more" }
+        XCTAssertEqual(fileSize(scratch.path("dst-docs/big.bin")), size, "the removed target's run had ended before the new one started")
+        XCTAssertTrue(daemon.log.contains("reloaded \(configPath): 1 automatic target"), daemon.log)
+        terminate(daemon)
+    }
+
     func testAnInvalidConfigurationStopsTheDaemonAtOnceWithStatus2() throws {
         _ = FileManager.default.createFile(atPath: configPath, contents: Data("[[target]]\nname = 1\n".utf8))
         let result = try folio(["daemon"], log: "invalid.log")
