@@ -9,7 +9,8 @@ import Foundation
 /// (queued as its own job, so HEADs run in parallel on all workers), which also brings the file's ETag. nginx's JSON index gives sizes and times to the second and needs no HEAD; its files
 /// carry no ETag (a HEAD per file only for the ETag would cost a request per file on every run).
 /// An HTML page without an autoindex's title is refused when it asks for a password (a login page), and costs
-/// one HEAD more, which tells a folder's index.html, shown in place of a listing, from a listing (`isIndexFile`).
+/// one HEAD more, which tells a folder's index.html, shown in place of a listing, from a listing (`indexFile`);
+/// a few more when the page came with an ETag, as a file does, for the other names servers show that way.
 struct IndexLister: Sendable {
     let client: HTTPClient
     let exclude: ExcludeFilter
@@ -98,21 +99,36 @@ struct IndexLister: Sendable {
         // Why after the links' folders are queued: the HEAD of index.html costs a round trip, which other workers
         // spend listing those folders meanwhile. Should the page be the folder's index.html after all, its links
         // are real paths below the folder, and the error holds back every removal.
-        if untitled, try isIndexFile(of: url, length: response.body.count, easy: easy, walk: walk) {
-            throw SourceError(.protocolViolation, "\(url) shows its index.html, a web page, instead of a listing of the folder, so Folio cannot tell which files it holds; nothing is removed until it can: have the server list this folder, or exclude it", path: folder)
+        if untitled, let name = try indexFile(of: url, page: response, easy: easy, walk: walk) {
+            throw SourceError(.protocolViolation, "\(url) shows its \(name), a web page, instead of a listing of the folder, so Folio cannot tell which files it holds; nothing is removed until it can: have the server list this folder, or exclude it", path: folder)
         }
         walk.add(entries, issues: issues)
     }
 
-    /// Whether a folder's page (of `length` bytes, with no autoindex title) is the folder's `index.html`, which
-    /// servers show in place of a listing: that file answers HEAD itself (not by a redirect, as Go's server
-    /// redirects `…/index.html` to its folder) with the page's length. Any other answer says no, a server error
-    /// at once (no retries: the folder's own page has just listed).
-    private func isIndexFile(of folderURL: String, length: Int, easy: CurlEasy, walk: ListingWalk.Scope) throws -> Bool {
-        let response = try client.send(with: easy, cancelled: { walk.isStopped }, followRedirects: false, retriesServerErrors: false, makeRequest: {
-            CurlEasy.Request(method: "HEAD", url: folderURL + "index.html")
-        })
-        return response.status == 200 && response.headers["content-length"] == String(length)
+    /// The names besides index.html that servers show in place of a folder's listing: nginx's and Apache's
+    /// defaults on Debian, lighttpd's and IIS's. Asked only of a page that came with an ETag, as a file served
+    /// from disk does and a listing a server writes does not, so a listing without a title (Go's) costs no more.
+    static let otherIndexNames = ["index.htm", "index.xhtml", "default.htm", "Default.htm", "default.html"]
+
+    /// Which file a folder's page (with no autoindex title) is, if it is the folder's index page, which servers
+    /// show in place of a listing: `index.html`, or with an ETag one of `otherIndexNames`. That file answers HEAD
+    /// itself (not by a redirect, as Go's server redirects `…/index.html` to its folder) with the page's ETag, or
+    /// without ETags the page's length. Any other answer says no, a server error at once (no retries: the
+    /// folder's own page has just listed).
+    private func indexFile(of folderURL: String, page: CurlEasy.Response, easy: CurlEasy, walk: ListingWalk.Scope) throws -> String? {
+        let names = ["index.html"] + (page.headers["etag"] == nil ? [] : Self.otherIndexNames)
+        for name in names {
+            let response = try client.send(with: easy, cancelled: { walk.isStopped }, followRedirects: false, retriesServerErrors: false, makeRequest: {
+                CurlEasy.Request(method: "HEAD", url: folderURL + name)
+            })
+            guard response.status == 200 else { continue }
+            if let tag = page.headers["etag"], let other = response.headers["etag"] {
+                if tag == other { return name }
+            } else if response.headers["content-length"] == String(page.body.count) {
+                return name
+            }
+        }
+        return nil
     }
 
     private func head(_ file: RelativePath, easy: CurlEasy, walk: ListingWalk.Scope) throws {

@@ -105,21 +105,28 @@ final class HTTPServerTests: XCTestCase {
     /// A folder that shows its index.html in place of an autoindex is an issue for that folder (which holds back
     /// every removal), not a listing of what the page links: the files it left out looked removed at the source,
     /// and their local copies went to the trash. What the page links below the folder is real and is listed (its
-    /// HEAD ran while the index.html check did). Autoindex pages, titled as such, still list, at no extra request.
+    /// HEAD ran while the index.html check did). The same for an index.htm or a Default.htm (a gallery tool's,
+    /// an IIS export's), found by the page's ETag. Autoindex pages, titled as such, still list, at no extra request.
     func testAFolderShowingItsIndexHTMLIsAnIssueNotAListing() async throws {
         let server = try NginxServer()
         FixtureTree.write(server.servedRoot, "site/listed/a.txt", "alpha\n")
-        FixtureTree.write(server.servedRoot, "site/page/index.html", "<html><head><title>Welcome</title></head><body><a href=\"a.txt\">A</a></body></html>\n")
-        FixtureTree.write(server.servedRoot, "site/page/a.txt", "alpha\n")
-        FixtureTree.write(server.servedRoot, "site/page/b.txt", "beta\n")
+        let page = "<html><head><title>Welcome</title></head><body><a href=\"a.txt\">A</a></body></html>\n"
+        for (folder, index) in [("page", "index.html"), ("gallery", "index.htm"), ("export", "Default.htm")] {
+            FixtureTree.write(server.servedRoot, "site/\(folder)/\(index)", page)
+            FixtureTree.write(server.servedRoot, "site/\(folder)/a.txt", "alpha\n")
+            FixtureTree.write(server.servedRoot, "site/\(folder)/b.txt", "beta\n")
+        }
         let snapshot = try await source(server.url("html", "site/")).snapshot(options: ListingOptions())
-        XCTAssertEqual(snapshot.entries.map(\.path.description), ["listed", "listed/a.txt", "page", "page/a.txt"])
-        XCTAssertEqual(snapshot.issues.map(\.description), [
-            "cannot list page: \(server.url("html", "site/page/")) shows its index.html, a web page, instead of a listing of the folder, so Folio cannot tell which files it holds; nothing is removed until it can: have the server list this folder, or exclude it",
-        ])
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["export", "export/a.txt", "gallery", "gallery/a.txt", "listed", "listed/a.txt", "page", "page/a.txt"])
+        XCTAssertEqual(snapshot.issues.map(\.description).sorted(), [("export", "Default.htm"), ("gallery", "index.htm"), ("page", "index.html")].map { folder, index in
+            "cannot list \(folder): \(server.url("html", "site/\(folder)/")) shows its \(index), a web page, instead of a listing of the folder, so Folio cannot tell which files it holds; nothing is removed until it can: have the server list this folder, or exclude it"
+        })
         XCTAssertFalse(snapshot.isComplete)
-        XCTAssertEqual(server.requests(containing: "index.html").map { $0.split(separator: " ").prefix(3).joined(separator: " ") },
-                       ["HEAD /html/site/page/index.html 200"])
+        let checks = server.requests(containing: "HEAD ").filter { !$0.contains(".txt ") }.map { $0.split(separator: " ").prefix(3).joined(separator: " ") }
+        XCTAssertEqual(checks.filter { $0.contains("/page/") }, ["HEAD /html/site/page/index.html 200"])
+        XCTAssertEqual(checks.filter { $0.contains("/gallery/") }, ["HEAD /html/site/gallery/index.html 404", "HEAD /html/site/gallery/index.htm 200"])
+        XCTAssertEqual(checks.filter { $0.contains("/export/") }.last, "HEAD /html/site/export/Default.htm 200")
+        XCTAssertEqual(checks.filter { $0.contains("/listed/") || $0.hasSuffix("/site/") }, [], "an autoindex page costs no check")
     }
 
     /// A folder answered with a login page (a password field; here through a redirect, as a login portal sends

@@ -99,7 +99,7 @@ public final class NginxServer: @unchecked Sendable {
                 location ~ error-500 { return 500; }
                 location ~ login-required/ { return 302 /html/login.html; }
                 location /dav/ { alias \(root)/; dav_ext_methods PROPFIND OPTIONS; }
-                location /html/ { alias \(root)/; autoindex on; }
+                location /html/ { alias \(root)/; autoindex on; index index.html index.htm Default.htm; }
                 location /json/ { alias \(root)/; autoindex on; autoindex_format json; }
                 location /norange/ {
                   alias \(root)/; autoindex on; max_ranges 0;
