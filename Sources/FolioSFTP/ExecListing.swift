@@ -28,11 +28,26 @@ enum ExecListing {
     /// then refuses, instead of waiting for a server that waits for input.
     static let probe: [UInt8] = [0, 0, 0, 5, 1, 0, 0, 0, 3]
 
-    /// Runs the listing on a new channel of `session` and parses its output; nil when the output is incomplete,
-    /// malformed, over `limit` bytes, or not the listing's at all. With `next`, the channel stays open at the end
-    /// marker, `next` waiting for its input, and the session keeps it (`SSHSession.keepWaiting`).
-    static func run(on session: SSHSession, root: [UInt8], then next: String?, limit: Int) throws(LibSSH2Error) -> (realRoot: [UInt8], records: [Record])? {
-        let channel = try session.start(command(root: root, then: next))
+    /// What `run` got.
+    enum Outcome {
+        case listed(realRoot: [UInt8], records: [Record])
+        /// Output incomplete, malformed, over the limit, or not the listing's (find missing, a login banner).
+        case notListed
+        /// The server does not run shell commands for this account: it refused the exec, or answered with
+        /// something else before the root's path (an SFTP server's answer to the probe, OpenSSH's "This service
+        /// allows sftp connections only", a restricted shell's banner). `tar` would not run either: a batch takes
+        /// no bytes before the archive.
+        case noCommands
+    }
+
+    /// Runs the listing on a new channel of `session` and parses its output. With `next`, the channel stays open
+    /// at the end marker, `next` waiting for its input, and the session keeps it (`SSHSession.keepWaiting`).
+    static func run(on session: SSHSession, root: [UInt8], then next: String?, limit: Int) throws(LibSSH2Error) -> Outcome {
+        let channel: ExecChannel
+        do { channel = try session.start(command(root: root, then: next)) } catch {
+            if error.isRequestDenied { return .noCommands }
+            throw error
+        }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 << 10, alignment: 16)
         defer { buffer.deallocate() }
         if next == nil {
@@ -49,16 +64,17 @@ enum ExecListing {
             // An SFTP server's answer or a login banner is not a listing, which starts with the root's path.
             guard output.first == UInt8(ascii: "/"), output.count <= limit else {
                 channel.close()
-                return nil
+                return output.first == UInt8(ascii: "/") ? .notListed : .noCommands
             }
             if next != nil, endsWithMarker(output), let parsed = parse(output) {
                 session.keepWaiting(channel)
-                return parsed
+                return .listed(realRoot: parsed.realRoot, records: parsed.records)
             }
         }
-        guard channel.close() == 0 else { return nil }
-        return parse(output)
+        guard channel.close() == 0, let parsed = parse(output) else { return .notListed }
+        return .listed(realRoot: parsed.realRoot, records: parsed.records)
     }
+
 
     /// Whether `output` ends with the end marker as a field of its own (a file of that name ends the same way,
     /// so `parse` decides).

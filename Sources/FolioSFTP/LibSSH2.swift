@@ -387,6 +387,48 @@ enum LibSSH2 {
         return result
     }
 
+    /// What one `flight` brought back: the opened file's handle (or why not), the read's byte count (or why
+    /// not), and the read file's attributes (nil when its fstat could not go out with the reads).
+    struct Flight {
+        var opened: Result<OpaquePointer, LibSSH2Error>?
+        var read: Result<Int, LibSSH2Error>?
+        var attributes: RemoteAttributes?
+    }
+
+    /// One round trip for three files: opens `next`, reads up to `count` bytes of `current` and asks for its
+    /// attributes, and closes `previous`. All go out (non-blocking) before any answer is awaited; then each
+    /// answer is collected (blocking), so nothing is left half done when this returns. Why that works: libssh2
+    /// keeps the state of an open, a read, an fstat and a close apart, and the same call made again goes on with
+    /// the one under way. The server answers in order, so the attributes are `current`'s after its reads (all of
+    /// them: libssh2 asks for up to four times `count` at once). A close that fails is ignored, as by `close`.
+    static func flight(_ session: OpaquePointer, _ sftp: OpaquePointer, opening next: [UInt8]?, reading current: OpaquePointer?, count: Int,
+                       into buffer: UnsafeMutableRawBufferPointer, closing previous: OpaquePointer?) -> Flight {
+        let pointer = buffer.baseAddress!.assumingMemoryBound(to: CChar.self), size = min(count, buffer.count)
+        var attributes = LIBSSH2_SFTP_ATTRIBUTES()
+        var flight = Flight()
+        libssh2_session_set_blocking(session, 0)
+        var handle = next.flatMap { path in withPath(path) { folio_ssh2_sftp_open(sftp, $0, $1) } }
+        let opening = next != nil && handle == nil && libssh2_session_last_error(session, nil, nil, 0) == LIBSSH2_ERROR_EAGAIN
+        if next != nil, handle == nil, !opening { flight.opened = .failure(lastError(session, sftp: sftp)) }
+        let closed = previous.map { folio_ssh2_sftp_close($0) }
+        var result = current.map { libssh2_sftp_read($0, pointer, size) }
+        let reading = result.map { $0 == LIBSSH2_ERROR_EAGAIN } ?? false
+        var stat: Int32? = reading ? current.map { folio_ssh2_sftp_fstat($0, &attributes) } : nil
+        libssh2_session_set_blocking(session, 1)
+        if opening, let next {
+            handle = withPath(next) { folio_ssh2_sftp_open(sftp, $0, $1) }
+            if handle == nil { flight.opened = .failure(lastError(session, sftp: sftp)) }
+        }
+        if let handle { flight.opened = .success(handle) }
+        // Only EAGAIN leaves the handle alive (see `openFile(_:_:_:closing:)`).
+        if closed == LIBSSH2_ERROR_EAGAIN, let previous { _ = folio_ssh2_sftp_close(previous) }
+        if stat == LIBSSH2_ERROR_EAGAIN, let current { stat = folio_ssh2_sftp_fstat(current, &attributes) }
+        if reading, let current { result = libssh2_sftp_read(current, pointer, size) }
+        if let result { flight.read = result >= 0 ? .success(result) : .failure(lastError(session, sftp: sftp)) }
+        if stat == 0 { flight.attributes = RemoteAttributes(attributes) }
+        return flight
+    }
+
     static func fstat(_ session: OpaquePointer, _ sftp: OpaquePointer, _ handle: OpaquePointer) throws(LibSSH2Error) -> RemoteAttributes {
         var attributes = LIBSSH2_SFTP_ATTRIBUTES()
         try check(folio_ssh2_sftp_fstat(handle, &attributes), session, sftp: sftp)

@@ -12,8 +12,9 @@ struct SFTPLister: Sendable {
     let method: Method
     /// Where the listing sessions go once the listing succeeded, for the first download workers.
     let idle: IdleSessions
-    /// Whether downloads fetch small files with tar (the exec listing then leaves one waiting).
-    let tarBatches: Bool
+    /// How downloads fetch small files: with tar where it runs (the exec listing then leaves one waiting, and
+    /// marks it missing on a server that runs no commands).
+    let tarBatch: TarBatch
 
     /// The most bytes an exec listing may produce (about five million entries) before Folio gives up on it.
     static let execOutputLimit = 512 << 20
@@ -35,11 +36,11 @@ struct SFTPLister: Sendable {
         let sessions = max(1, min(options.parallelism, HandshakeGate.limit))
         let endpoint = self.endpoint
         let options = self.options
-        let tarBatches = self.tarBatches
+        let tarBatch = self.tarBatch
         let realRoot: [UInt8]
         var listing = FolderListing()
         var pending: [FolderJob]
-        if method != .readdirOnly, let fast = try await workers[0].run({ session in try Self.execListing(session, endpoint, options, tarBatches: tarBatches) }) {
+        if method != .readdirOnly, let fast = try await workers[0].run({ session in try Self.execListing(session, endpoint, options, tarBatch: tarBatch) }) {
             (realRoot, listing) = fast
             pending = fast.listing.folders
         } else {
@@ -108,18 +109,27 @@ struct SFTPLister: Sendable {
     /// not GNU, the root cannot be entered, or the output is incomplete.
     ///
     /// Where tar batches work, the listing's command goes on to start `tar`, which waits in the root for the
-    /// first batch's names: that batch then costs no channel and no command start (two round trips).
-    static func execListing(_ session: SSHSession, _ endpoint: SFTPEndpoint, _ options: ListingOptions, tarBatches: Bool) throws(SourceError) -> (realRoot: [UInt8], listing: FolderListing)? {
+    /// first batch's names: that batch then costs no channel and no command start (two round trips). A server
+    /// that runs no commands has no tar either: it is marked missing now, before the downloads are planned.
+    static func execListing(_ session: SSHSession, _ endpoint: SFTPEndpoint, _ options: ListingOptions, tarBatch: TarBatch) throws(SourceError) -> (realRoot: [UInt8], listing: FolderListing)? {
         let root = endpoint.remotePath(.root)
-        let parsed: (realRoot: [UInt8], records: [ExecListing.Record])?
+        let outcome: ExecListing.Outcome
         do {
-            parsed = try ExecListing.run(on: session, root: root, then: tarBatches ? TarBatch.tarCommand : nil, limit: execOutputLimit)
+            outcome = try ExecListing.run(on: session, root: root, then: tarBatch.isAvailable ? TarBatch.tarCommand : nil, limit: execOutputLimit)
         } catch {
             if error.isConnectionLoss { throw session.sourceError(error, doing: "listing", remote: root) }
             return nil
         }
-        guard let parsed, let listing = try EntryClassifier(realRoot: parsed.realRoot, options: options).classify(parsed.records, session) else { return nil }
-        return (parsed.realRoot, listing)
+        switch outcome {
+        case .noCommands:
+            tarBatch.markMissing()
+            return nil
+        case .notListed:
+            return nil
+        case .listed(let realRoot, let records):
+            guard let listing = try EntryClassifier(realRoot: realRoot, options: options).classify(records, session) else { return nil }
+            return (realRoot, listing)
+        }
     }
 }
 

@@ -49,11 +49,16 @@ public struct SFTPSource: Source {
     var tarBatchesAvailable: Bool { tarBatch.isAvailable }
 
     /// SFTP version 3 reports whole seconds; the exec listing adds nanoseconds where the server has them. Small
-    /// files come in batches over `tar` where the server has it (see `TarBatch`).
-    public var features: SourceFeatures { SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true, batchDownloads: true, costlyConnections: true) }
+    /// files come in batches over `tar` where the server has it (see `TarBatch`), else over SFTP itself at a round
+    /// trip a file (`SFTPBatchFetch`): 32 of those outlast a log-in (about a dozen round trips), so such a batch
+    /// is worth a connection of its own.
+    public var features: SourceFeatures {
+        SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true, batchDownloads: true, costlyConnections: true,
+                       batchFilesPerConnection: tarBatch.isAvailable ? nil : 32)
+    }
 
     public func snapshot(options: ListingOptions) async throws -> Snapshot {
-        try await SFTPLister(endpoint: endpoint, options: options, method: listingMethod, idle: idle, tarBatches: tarBatch.isAvailable).snapshot()
+        try await SFTPLister(endpoint: endpoint, options: options, method: listingMethod, idle: idle, tarBatch: tarBatch).snapshot()
     }
 
     /// The quickest turn of any session to this server: starting a command (half of its two round trips),

@@ -21,6 +21,9 @@ final class TarBatch: Sendable {
 
     var isAvailable: Bool { available.load(ordering: .relaxed) }
 
+    /// Never asks for tar again: the server runs no commands (found out by the listing) or has no tar.
+    func markMissing() { available.store(false, ordering: .relaxed) }
+
     /// tar of exactly the names given on stdin, NUL-separated, taken verbatim (a name starting with `-` stays a
     /// name), relative to the current folder, not recursing, hard links archived as contents, symlinks as links
     /// (which the caller refuses: a batch never follows a link).
@@ -75,15 +78,15 @@ final class TarBatch: Sendable {
         } catch let error as LibSSH2Error {
             if error.isConnectionLoss { throw session.sourceError(error, doing: "reading", remote: Array(rootPath.utf8)) }
             // exec refused: this server allows SFTP only.
-            available.store(false, ordering: .relaxed)
+            markMissing()
             return
         } catch is TarReader.Malformed {
-            if !reader.sawValidBlock { available.store(false, ordering: .relaxed) }
+            if !reader.sawValidBlock { markMissing() }
             return
         }
         guard reader.isFinished else {
             // No tar stream at all (tar missing: exit 127 and no output) means no tar; a cut stream is a failure.
-            if !reader.sawValidBlock { available.store(false, ordering: .relaxed) }
+            if !reader.sawValidBlock { markMissing() }
             return
         }
         guard status == 0 else { return }
