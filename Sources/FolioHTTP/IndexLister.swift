@@ -105,28 +105,28 @@ struct IndexLister: Sendable {
         walk.add(entries, issues: issues)
     }
 
-    /// The names besides index.html that servers show in place of a folder's listing: nginx's and Apache's
-    /// defaults on Debian, lighttpd's and IIS's. Asked only of a page that came with an ETag, as a file served
-    /// from disk does and a listing a server writes does not, so a listing without a title (Go's) costs no more.
-    static let otherIndexNames = ["index.htm", "index.xhtml", "default.htm", "Default.htm", "default.html"]
+    /// The names besides index.html and index.htm that servers show in place of a folder's listing: Apache's
+    /// and lighttpd's other defaults on Debian, and IIS's.
+    static let otherIndexNames = ["index.xhtml", "default.htm", "Default.htm", "default.html"]
 
     /// Which file a folder's page (with no autoindex title) is, if it is the folder's index page, which servers
-    /// show in place of a listing: `index.html`, or with an ETag one of `otherIndexNames`. That file answers HEAD
-    /// itself (not by a redirect, as Go's server redirects `…/index.html` to its folder) with the page's ETag, or
-    /// without ETags the page's length. Any other answer says no, a server error at once (no retries: the
-    /// folder's own page has just listed).
+    /// show in place of a listing. That file answers HEAD itself (not by a redirect, as Go's server redirects
+    /// `…/index.html` to its folder) with the page's ETag or the page's length. Asked of `index.html` always; of
+    /// `index.htm` too (nginx, Apache and Python's http.server show it) when the page came as a file from disk
+    /// does, with a Last-Modified or an ETag; of `otherIndexNames` only with an ETag (IIS, lighttpd), so that a
+    /// listing a server writes costs one HEAD, or two with a Last-Modified (Go's). Any other answer says no, a
+    /// server error at once (no retries: the folder's own page has just listed).
     private func indexFile(of folderURL: String, page: CurlEasy.Response, easy: CurlEasy, walk: ListingWalk.Scope) throws -> String? {
-        let names = ["index.html"] + (page.headers["etag"] == nil ? [] : Self.otherIndexNames)
+        let tag = page.headers["etag"]
+        let fromDisk = tag != nil || page.headers["last-modified"] != nil
+        let names = ["index.html"] + (fromDisk ? ["index.htm"] : []) + (tag != nil ? Self.otherIndexNames : [])
         for name in names {
             let response = try client.send(with: easy, cancelled: { walk.isStopped }, followRedirects: false, retriesServerErrors: false, makeRequest: {
                 CurlEasy.Request(method: "HEAD", url: folderURL + name)
             })
             guard response.status == 200 else { continue }
-            if let tag = page.headers["etag"], let other = response.headers["etag"] {
-                if tag == other { return name }
-            } else if response.headers["content-length"] == String(page.body.count) {
-                return name
-            }
+            // Either: a server behind a balancer may give the same file another ETag on another backend.
+            if (tag != nil && response.headers["etag"] == tag) || response.headers["content-length"] == String(page.body.count) { return name }
         }
         return nil
     }

@@ -126,7 +126,34 @@ final class HTTPServerTests: XCTestCase {
         XCTAssertEqual(checks.filter { $0.contains("/page/") }, ["HEAD /html/site/page/index.html 200"])
         XCTAssertEqual(checks.filter { $0.contains("/gallery/") }, ["HEAD /html/site/gallery/index.html 404", "HEAD /html/site/gallery/index.htm 200"])
         XCTAssertEqual(checks.filter { $0.contains("/export/") }.last, "HEAD /html/site/export/Default.htm 200")
-        XCTAssertEqual(checks.filter { $0.contains("/listed/") || $0.hasSuffix("/site/") }, [], "an autoindex page costs no check")
+        XCTAssertEqual(checks.filter { $0.contains("/listed/") || $0.hasPrefix("HEAD /html/site/ ") }, [], "an autoindex page costs no check")
+    }
+
+    /// Python's http.server shows a folder's index.htm in place of its listing, as it does index.html, with a
+    /// Last-Modified and no ETag: an issue for that folder, not a listing (its files left out looked removed).
+    /// Its own listings, titled "Directory listing for", still list.
+    func testPythonsServerShowingAnIndexHTMIsAnIssueNotAListing() async throws {
+        let served = TemporaryDirectory("python-served"), logs = TemporaryDirectory("python-log")
+        FixtureTree.write(served.path, "listed/a.txt", "alpha\n")
+        FixtureTree.write(served.path, "gallery/index.htm", "<html><head><title>Gallery</title></head><body><a href=\"a.txt\">A</a></body></html>\n")
+        FixtureTree.write(served.path, "gallery/a.txt", "alpha\n")
+        FixtureTree.write(served.path, "gallery/b.txt", "beta\n")
+        let port = try LoopbackServer.freePort()
+        let pid = try LoopbackServer.spawn("python3", ["-m", "http.server", "--bind", "127.0.0.1", "--directory", served.path, String(port)],
+                                           output: logs.path("server.log"))
+        defer {
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+        }
+        try LoopbackServer.waitForPort(port, name: "python3 -m http.server", log: logs.path("server.log"))
+        let url = "http://127.0.0.1:\(port)/"
+        let snapshot = try await source(url).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["gallery", "gallery/a.txt", "listed", "listed/a.txt"])
+        XCTAssertEqual(snapshot.issues.map(\.description), [
+            "cannot list gallery: \(url)gallery/ shows its index.htm, a web page, instead of a listing of the folder, so Folio cannot tell which files it holds; nothing is removed until it can: have the server list this folder, or exclude it",
+        ])
+        XCTAssertFalse(snapshot.isComplete)
     }
 
     /// A folder answered with a login page (a password field; here through a redirect, as a login portal sends
