@@ -9,6 +9,7 @@ public struct HookBacklog: Sendable, Equatable {
     /// Each changed path once, in the order the runs changed them.
     public var paths: [RelativePath]
 
+    /// The paths `runs` kept, each once.
     public init(runs: [Int64], paths: [RelativePath]) {
         self.runs = runs
         self.paths = paths

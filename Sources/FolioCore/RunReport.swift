@@ -17,6 +17,8 @@ public struct RunReport: Sendable {
     }
 
     public var target: String
+    /// The run's id in the state database; nil for a dry run, or one that could not be recorded.
+    public var runID: Int64?
     public var result: Result = .synced
     /// New files.
     public var downloaded = 0

@@ -24,8 +24,9 @@ public protocol StateStore: Sendable {
     /// `on-change` hook), the report's changed paths are kept, in the same transaction, until a hook has had them
     /// (`HookBacklog`); without, any kept for the target before are forgotten (it has no hook any more).
     func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?, listingMemo: String?, keepingChangesForHook: Bool) throws
-    /// The changed paths of the target's runs that no hook has had yet, oldest first.
-    func pendingHookChanges(of target: String) throws -> HookBacklog
+    /// The changed paths of the target's runs before `run` (all its runs with nil) that no hook has had yet,
+    /// oldest first.
+    func pendingHookChanges(of target: String, before run: Int64?) throws -> HookBacklog
     /// Forgets the runs' kept paths: a hook has had them.
     func forgetHookChanges(_ backlog: HookBacklog) throws
     /// The folders of a target's record and its last listing memo, for the next listing.

@@ -43,6 +43,7 @@ public struct SyncEngine: Sendable {
             do {
                 runID = try state.beginRun(target: target.name, source: source.displayName, destination: target.destination,
                                            trigger: options.trigger, startedAt: started)
+                report.runID = runID
             } catch {
                 report.result = .failed
                 report.error = "\(error)"

@@ -211,6 +211,8 @@ public final class StateDatabase: StateStore, Sendable {
                 if let row = try Row.fetchOne(db, sql: "SELECT source, destination FROM target WHERE name = ?", arguments: [target]) {
                     if row[0] as String != source || row[1] as String != destination {
                         try db.execute(sql: "DELETE FROM entry WHERE target = ?", arguments: [target])
+                        // Paths of the old tree mean nothing to a hook of the new one.
+                        try db.execute(sql: "DELETE FROM hook_backlog WHERE target = ?", arguments: [target])
                         try db.execute(sql: "UPDATE target SET source = ?, destination = ?, source_digest = NULL, listing_memo = NULL WHERE name = ?",
                                        arguments: [source, destination, target])
                     }
@@ -306,12 +308,14 @@ public final class StateDatabase: StateStore, Sendable {
         }
     }
 
-    public func pendingHookChanges(of target: String) throws -> HookBacklog {
+    public func pendingHookChanges(of target: String, before run: Int64?) throws -> HookBacklog {
         try perform {
             try queue.read { db in
                 var backlog = HookBacklog(runs: [], paths: [])
                 var seen = Set<RelativePath>()
-                for row in try Row.fetchAll(db, sql: "SELECT run, paths FROM hook_backlog WHERE target = ? ORDER BY run", arguments: [target]) {
+                let rows = try Row.fetchAll(db, sql: "SELECT run, paths FROM hook_backlog WHERE target = ? AND run < ? ORDER BY run",
+                                            arguments: [target, run ?? Int64.max])
+                for row in rows {
                     backlog.runs.append(row[0])
                     let bytes: Data = row[1]
                     for line in bytes.split(separator: UInt8(ascii: "\n")) {

@@ -5,9 +5,10 @@ import Glibc
 import Logging
 import Synchronization
 
-/// A target's `on-change` command, run once after a run that changed something, with the changed paths on its
-/// standard input (one per line: names cannot hold control characters, see `RelativePath`). Its failure is
-/// logged and never retried: the next run that changes something runs it again.
+/// A target's `on-change` command, run once after a run that changed something (or after any run while an earlier
+/// run's paths wait for it, see `runForPendingChanges`), with the changed paths on its standard input (one per
+/// line: names cannot hold control characters, see `RelativePath`). Its failure is logged and never retried: the
+/// next run that changes something runs it again.
 struct ChangeHook: Sendable {
     /// The command as configured, `{target}` still in it.
     let command: [String]
@@ -22,33 +23,43 @@ struct ChangeHook: Sendable {
     /// The argument vector with `{target}` replaced by the target's name.
     var arguments: [String] { command.map { $0.replacingOccurrences(of: "{target}", with: target) } }
 
-    /// Runs the command for every change of the target that no hook has had yet, and then forgets them: this
-    /// run's, and those an earlier run kept when its hook was skipped (stopped by SIGTERM or Ctrl-C, or a process
-    /// that ended first; `HookBacklog`). Forgotten whatever the hook's exit, as a failed hook is not retried; kept
-    /// when the hook itself is stopped by a shutdown, for the next run's. `thisRun` is what the hook gets when the
-    /// state database cannot be read.
-    func runForPendingChanges(state: any StateStore, thisRun: [RelativePath], logger: Logger) async {
-        let target = self.target
-        let backlog: HookBacklog
+    /// Runs the command for the changes of `report`'s run and those earlier runs kept when their hook did not
+    /// run (a run stopped by SIGTERM or Ctrl-C, a process that ended first; `HookBacklog`), each path once, then
+    /// forgets them. Forgotten whatever the hook's exit, as a failed hook is not retried; kept when it failed
+    /// while `stopped` says Folio itself was being stopped (its stop cut the hook short), for the next run's hook. This run's paths come from
+    /// the report, not the state database: the run's end may not have been recorded, and its list may be long.
+    func runForPendingChanges(state: any StateStore, report: RunReport, logger: Logger, stopped: @Sendable () -> Bool) async {
+        let target = self.target, run = report.runID
+        var earlier = HookBacklog(runs: [], paths: [])
         do {
-            backlog = try await Blocking.run { try state.pendingHookChanges(of: target) }
+            earlier = try await Blocking.run { try state.pendingHookChanges(of: target, before: run) }
         } catch {
             logger.warning("\(target): cannot read the changes kept for the on-change hook: \(error); it gets this run's only")
-            if !thisRun.isEmpty { await run(changedPaths: thisRun, logger: logger) }
-            return
         }
-        guard !backlog.paths.isEmpty else { return }
-        await run(changedPaths: backlog.paths, logger: logger)
-        guard !Task.isCancelled else { return }
-        await Blocking.run {
-            do { try state.forgetHookChanges(backlog) } catch {
+        var paths = earlier.paths
+        if paths.isEmpty {
+            paths = report.changedPaths
+        } else {
+            let seen = Set(paths)
+            paths += report.changedPaths.filter { !seen.contains($0) }
+        }
+        guard !paths.isEmpty else { return }
+        let succeeded = await self.run(changedPaths: paths, logger: logger)
+        // A hook cut short by Folio's own stop (SIGTERM to the daemon, Ctrl-C reaching the hook too) gets its paths
+        // again after the next run; a hook that failed on its own, or ran out of time, does not.
+        guard succeeded || !stopped() else { return }
+        var done = earlier
+        if let run { done.runs.append(run) }
+        await Blocking.run { [done] in
+            do { try state.forgetHookChanges(done) } catch {
                 logger.warning("\(target): cannot forget the changes the on-change hook has had: \(error); it may get them again")
             }
         }
     }
 
-    /// Runs the command and waits for it; cancelling the task sends it SIGTERM.
-    func run(changedPaths: [RelativePath], logger: Logger) async {
+    /// Runs the command and waits for it; cancelling the task sends it SIGTERM. Returns whether it succeeded
+    /// (exit status 0).
+    func run(changedPaths: [RelativePath], logger: Logger) async -> Bool {
         let arguments = self.arguments
         let input = changedPaths.flatMap { $0.bytes + [UInt8(ascii: "\n")] }
         let pid: pid_t
@@ -56,7 +67,7 @@ struct ChangeHook: Sendable {
         switch Self.spawn(arguments, outputToStandardError: outputToStandardError) {
         case .failure(let message):
             logger.warning("\(target): on-change hook \(arguments[0]) could not start: \(message); it is not retried")
-            return
+            return false
         case .success(let started):
             (pid, stdinWriter) = started
         }
@@ -104,11 +115,13 @@ struct ChangeHook: Sendable {
         let exited = status & 0x7f == 0
         if exited && (status >> 8) & 0xff == 0 {
             logger.info("\(target): on-change hook \(arguments[0]) ran for \(changedPaths.count) changed paths")
+            return true
         } else if exited {
             logger.warning("\(target): on-change hook \(arguments[0]) exited with status \((status >> 8) & 0xff); it is not retried (the next change runs it again)")
         } else {
             logger.warning("\(target): on-change hook \(arguments[0]) was killed by signal \(status & 0x7f); it is not retried")
         }
+        return false
     }
 
     /// How long a hook may take to end after SIGTERM when the daemon stops.

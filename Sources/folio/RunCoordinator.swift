@@ -58,7 +58,7 @@ struct RunCoordinator {
         // A stop (Ctrl-C, SIGTERM) skips the hook; the run's paths are kept for the next run's.
         if !target.onChange.isEmpty, report.reachesHook, !stopper.isStopped {
             await ChangeHook(command: target.onChange, target: target.name, timeLimit: target.onChangeTimeout, outputToStandardError: true)
-                .runForPendingChanges(state: engine.state, thisRun: report.changedPaths, logger: Self.hookLogger)
+                .runForPendingChanges(state: engine.state, report: report, logger: Self.hookLogger, stopped: { stopper.isStopped })
         }
         return report
     }

@@ -222,7 +222,7 @@ actor Scheduler: Service {
             // A shutdown skips the hook (systemd is stopping the service); the run's paths are kept for the next run's.
             if !target.onChange.isEmpty, report.reachesHook, !Task.isCancelled {
                 await ChangeHook(command: target.onChange, target: target.name, timeLimit: target.onChangeTimeout)
-                    .runForPendingChanges(state: engine.state, thisRun: report.changedPaths, logger: reporter.logger)
+                    .runForPendingChanges(state: engine.state, report: report, logger: reporter.logger, stopped: { Task.isCancelled })
             }
         }
         await finished(target.name, outcome)

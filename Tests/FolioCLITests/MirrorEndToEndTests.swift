@@ -355,6 +355,49 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("hook.out")), "nothing changed, no hook")
     }
 
+    /// Ctrl-C during `sync --now`'s hook (SIGINT to folio and to the hook, as a terminal sends it) keeps the
+    /// run's paths: the next run's hook gets them with its own. A hook that ends on its own forgets them.
+    func testPathsOfAHookCutShortByCtrlCReachTheNextRunsHook() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        FixtureTree.write(work.path("src"), "sub/b.txt", "b")
+        FixtureTree.write(work.path(""), "slow", "")
+        let hook = "cat >> \(work.path("paths.out")); echo $$ > \(work.path("hook.pid")); [ -e \(work.path("slow")) ] && exec sleep 30; true"
+        FixtureTree.write(work.path(""), "folio.toml", """
+            [[target]]
+            name = "docs"
+            source = "\(work.path("src"))"
+            destination = "\(work.path("dst"))"
+            on-change = ["/bin/sh", "-c", "\(hook)"]
+            """)
+        let config = ["--config", work.path("folio.toml")]
+        let running = FolioBinary.start(["sync", "--now"] + config, environment: environment)
+        var hookPID: pid_t?
+        for _ in 0..<200 where hookPID == nil {
+            usleep(50_000)
+            hookPID = FixtureTree.read(work.path("hook.pid")).flatMap { pid_t(String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) }
+        }
+        let pid = try XCTUnwrap(hookPID, "the hook started")
+        kill(running.process.processIdentifier, SIGINT)
+        kill(pid, SIGINT)
+        running.process.waitUntilExit()
+        XCTAssertEqual(FixtureTree.read(work.path("paths.out")).map { String(decoding: $0, as: UTF8.self) }?.split(separator: "\n").sorted(), ["a.txt", "sub/b.txt"])
+
+        try FileManager.default.removeItem(atPath: work.path("slow"))
+        try FileManager.default.removeItem(atPath: work.path("paths.out"))
+        FixtureTree.write(work.path("src"), "c.txt", "c")
+        let next = FolioBinary.run(["sync", "--now"] + config, environment: environment)
+        XCTAssertEqual(next.status, 0, next.stderr)
+        let lines = FixtureTree.read(work.path("paths.out")).map { String(decoding: $0, as: UTF8.self) }?.split(separator: "\n")
+        XCTAssertEqual(lines?.count, 3, "\(lines ?? [])")
+        XCTAssertEqual(lines?.prefix(2).sorted(), ["a.txt", "sub/b.txt"], "the cut-short hook's paths first")
+        XCTAssertEqual(lines?.last, "c.txt", "then this run's")
+
+        try FileManager.default.removeItem(atPath: work.path("paths.out"))
+        let unchanged = FolioBinary.run(["sync", "--now"] + config, environment: environment)
+        XCTAssertEqual(unchanged.status, 0, unchanged.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("paths.out")), "all delivered: no hook")
+    }
+
     func testSyncNowRunsManualTargetsAndGuardsExitFour() throws {
         for i in 0..<4 { FixtureTree.write(work.path("a"), "f\(i)", "\(i)") }
         FixtureTree.write(work.path("b"), "only", "b")

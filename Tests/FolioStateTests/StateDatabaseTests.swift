@@ -74,15 +74,14 @@ final class StateDatabaseTests: XCTestCase {
         XCTAssertTrue(plan.contains { $0.contains("entry_folder") }, "\(plan)")
     }
 
-    /// A run that closes the database leaves its commits in the write-ahead log, unflushed (no checkpoint, no
-    /// truncation), and the next run reads them and adds its own after them.
-    /// The changes a run keeps for its hook: all runs' paths, each once, oldest first, until forgotten by run
-    /// (a later run's stay for its own hook); a run of a target without a hook forgets them all.
+    /// The changes a run keeps for its hook: the runs' paths before a given run, each once, oldest first, until
+    /// forgotten by run (a later run's stay for its own hook); a run of a target without a hook forgets them all,
+    /// and so does pointing the target at another tree.
     func testChangesKeptForTheHookUntilAHookHasHadThem() throws {
         let folder = TemporaryDirectory("state")
         let database = try StateDatabase(directory: folder.path)
-        func finish(_ paths: [String], keep: Bool = true) throws -> Int64 {
-            let id = try database.beginRun(target: "t", source: "/s", destination: "/d", trigger: .automatic, startedAt: Date())
+        func finish(_ paths: [String], keep: Bool = true, source: String = "/s") throws -> Int64 {
+            let id = try database.beginRun(target: "t", source: source, destination: "/d", trigger: .automatic, startedAt: Date())
             var report = RunReport(target: "t")
             report.changedPaths = try paths.map { try RelativePath(validating: $0) }
             report.downloaded = paths.count
@@ -91,19 +90,23 @@ final class StateDatabaseTests: XCTestCase {
         }
         let first = try finish(["b.txt", "sub dir/caf\u{E9}.txt"])
         let second = try finish(["a.txt", "b.txt"])
-        _ = try finish([])
-        let backlog = try database.pendingHookChanges(of: "t")
+        let third = try finish(["c.txt"])
+        let backlog = try database.pendingHookChanges(of: "t", before: third)
         XCTAssertEqual(backlog.runs, [first, second])
         XCTAssertEqual(backlog.paths.map(\.description), ["b.txt", "sub dir/caf\u{E9}.txt", "a.txt"])
-        XCTAssertEqual(try database.pendingHookChanges(of: "other").paths, [])
+        XCTAssertEqual(try database.pendingHookChanges(of: "other", before: nil).paths, [])
 
-        let third = try finish(["c.txt"])
         try database.forgetHookChanges(backlog)
-        XCTAssertEqual(try database.pendingHookChanges(of: "t"), HookBacklog(runs: [third], paths: [try RelativePath(validating: "c.txt")]))
+        XCTAssertEqual(try database.pendingHookChanges(of: "t", before: nil), HookBacklog(runs: [third], paths: [try RelativePath(validating: "c.txt")]))
         _ = try finish(["d.txt"], keep: false)
-        XCTAssertEqual(try database.pendingHookChanges(of: "t"), HookBacklog(runs: [], paths: []))
+        XCTAssertEqual(try database.pendingHookChanges(of: "t", before: nil), HookBacklog(runs: [], paths: []))
+        _ = try finish(["e.txt"])
+        _ = try finish(["f.txt"], source: "/elsewhere")
+        XCTAssertEqual(try database.pendingHookChanges(of: "t", before: nil).paths.map(\.description), ["f.txt"], "the old tree's paths are gone")
     }
 
+    /// A run that closes the database leaves its commits in the write-ahead log, unflushed (no checkpoint, no
+    /// truncation), and the next run reads them and adds its own after them.
     func testClosingKeepsTheLogAndTheNextRunReadsIt() throws {
         let folder = TemporaryDirectory("state")
         func run(_ target: String) throws {

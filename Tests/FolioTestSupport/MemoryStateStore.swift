@@ -61,11 +61,11 @@ public final class MemoryStateStore: StateStore, Sendable {
         }
     }
 
-    public func pendingHookChanges(of target: String) throws -> HookBacklog {
+    public func pendingHookChanges(of target: String, before run: Int64?) throws -> HookBacklog {
         storage.withLock { storage in
             var backlog = HookBacklog(runs: [], paths: [])
             var seen = Set<RelativePath>()
-            for kept in storage.hookBacklog where kept.target == target {
+            for kept in storage.hookBacklog where kept.target == target && kept.run < run ?? Int64.max {
                 backlog.runs.append(kept.run)
                 backlog.paths += kept.paths.filter { seen.insert($0).inserted }
             }
