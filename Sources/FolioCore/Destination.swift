@@ -285,10 +285,13 @@ public final class Destination: Sendable {
     /// Opens `trash/<runID>`, making it on first use, with the clocks read then in `.folio/trash-clock/<runID>`.
     private func openRunFolder(_ runID: String) throws(SourceError) -> Int32 {
         let display = "\(path)/.folio/trash/\(runID)"
-        let made = mkdirat(trashFD, runID, 0o755) == 0
-        guard made || errno == EEXIST else { throw Self.error(errno, "cannot create \(display)") }
-        // Best effort: a run folder without its reading is aged by its name, as the wall clock named it.
-        if made { writeClockReading(.now(), for: runID) }
+        var info = stat()
+        if fstatat(trashFD, runID, &info, AT_SYMLINK_NOFOLLOW) != 0 {
+            // The reading before the folder: a crash between them leaves a reading without a folder (which the
+            // next purge drops), never a folder aged by its name alone. Best effort: without a reading, the name.
+            writeClockReading(.now(), for: runID)
+            if mkdirat(trashFD, runID, 0o755) != 0 && errno != EEXIST { throw Self.error(errno, "cannot create \(display)") }
+        }
         let fd = folio_openat_dir_nofollow(trashFD, runID)
         guard fd >= 0 else { throw Self.error(errno, "cannot open \(display)") }
         return fd
@@ -306,12 +309,15 @@ public final class Destination: Sendable {
     }
 
     /// Writes `reading` as `.folio/trash-clock/<runID>`, whole or not at all (a temporary name, then a rename).
+    /// Why unlink and O_EXCL: whatever was planted at the temporary name (a FIFO would hang the open, a link
+    /// would lead out) is not opened.
     private func writeClockReading(_ reading: ClockReading, for runID: String) {
         let clocks = openClockFolder(create: true)
         guard clocks >= 0 else { return }
         defer { close(clocks) }
         let temporary = runID + ".new"
-        let fd = folio_openat_create(clocks, temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0o644)
+        unlinkat(clocks, temporary, 0)
+        let fd = folio_openat_create(clocks, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o644)
         guard fd >= 0 else { return }
         let bytes = Array(reading.text.utf8)
         let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
@@ -319,11 +325,14 @@ public final class Destination: Sendable {
         if written == bytes.count { renameat(clocks, temporary, clocks, runID) } else { unlinkat(clocks, temporary, 0) }
     }
 
-    /// The reading in `.folio/trash-clock/<runID>`, if there is a whole one.
+    /// The reading in `.folio/trash-clock/<runID>`, if there is a whole one. Only from a regular file, opened
+    /// without waiting: a FIFO planted there would otherwise hang every run.
     private static func clockReading(in clocks: Int32, for runID: String) -> ClockReading? {
-        let fd = folio_openat(clocks, runID, O_RDONLY | O_NOFOLLOW)
+        let fd = folio_openat(clocks, runID, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
         var buffer = [UInt8](repeating: 0, count: 128)
         let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         guard count > 0 else { return nil }
@@ -332,10 +341,10 @@ public final class Destination: Sendable {
 
     /// Removes the trash folders of runs made more than `days` ago (all of them with 0), and what is left of
     /// them in `trash-clock`. A folder's made time is the later of what its name says (UTC, by the wall clock of its
-    /// run) and what its clock reading says seen from `now` (`ClockReading.made(seenAt:)`), so a folder made
-    /// while the wall clock was behind is kept its full `days` once NTP sets the clock, rather than purged on
-    /// the next run. A corrected time is written back, so the correction outlives a reboot. A name that is not a
-    /// run's (a folder someone put there) is left alone.
+    /// run) and what its clock reading says seen from `now` (`ClockReading.seen(at:)`), so a folder made while
+    /// the wall clock was behind is kept its full `days` once NTP sets the clock, rather than purged on the next
+    /// run. A reading seen anew is written back, so what it learnt outlives a reboot. A name that is not a run's
+    /// (a folder someone put there) is left alone.
     func purgeTrash(olderThan days: Int, now: ClockReading = .now()) {
         guard trashFD >= 0 else { return }
         let display = "\(path)/.folio/trash"
@@ -351,10 +360,10 @@ public final class Destination: Sendable {
             }
             var made = named
             if clocks >= 0, let reading = Self.clockReading(in: clocks, for: name) {
-                let seen = reading.made(seenAt: now)
+                let seen = reading.seen(at: now)
                 // Not for a second's difference: the two clocks are read in whole seconds, a moment apart.
-                if seen > reading.wall + 60 { writeClockReading(ClockReading(wall: seen, sinceBoot: reading.sinceBoot, boot: reading.boot), for: name) }
-                made = max(named, seen)
+                if seen.carried != reading.carried || seen.wall > reading.wall + 60 { writeClockReading(seen, for: name) }
+                made = max(named, seen.wall)
             }
             guard days == 0 || made < cutoff else { runs.insert(name); continue }
             // The reading goes first: a folder left without one is aged by its name, which is older still.

@@ -50,7 +50,8 @@ final class TrashPurgeTests: XCTestCase {
     }
 
     /// The case this exists for: the wall clock was 40 days behind when the folder was made, and has been set
-    /// since, within the same boot. Then the machine reboots: the corrected time, written back, still holds.
+    /// since, within the same boot. The corrected time is written back; after a reboot the folder counts as made
+    /// when first seen there (nothing tells its age across a boot), once, and ages from then.
     func testAFolderMadeWhileTheClockWasBehindIsKeptItsFullDays() async throws {
         let (run, made) = try await trashOneFile()
         let destinationNow = try Destination(path: destination.path, create: true)
@@ -59,14 +60,65 @@ final class TrashPurgeTests: XCTestCase {
         XCTAssertEqual(trashListing(), [run], "10 seconds old by the time since boot")
         XCTAssertEqual(reading(of: run)?.wall, setForward.wall - 10, "the corrected time is written back")
 
-        let afterReboot = ClockReading(wall: setForward.wall + 29 * day, sinceBoot: 100, boot: "another-boot")
-        destinationNow.purgeTrash(olderThan: 30, now: afterReboot)
-        XCTAssertEqual(trashListing(), [run], "29 days old by the corrected time")
+        let nextBoot = ClockReading(wall: setForward.wall + 3_600, sinceBoot: 30, boot: "next-boot")
+        destinationNow.purgeTrash(olderThan: 30, now: nextBoot)
+        XCTAssertEqual(trashListing(), [run])
+        XCTAssertEqual(reading(of: run), ClockReading(wall: nextBoot.wall, sinceBoot: 30, boot: "next-boot", carried: true), "made when first seen in this boot")
 
-        let later = ClockReading(wall: setForward.wall + 31 * day, sinceBoot: 200, boot: "another-boot")
-        destinationNow.purgeTrash(olderThan: 30, now: later)
+        destinationNow.purgeTrash(olderThan: 30, now: ClockReading(wall: nextBoot.wall + 29 * day, sinceBoot: 40, boot: "third-boot"))
+        XCTAssertEqual(trashListing(), [run], "29 days old by the carried time")
+        destinationNow.purgeTrash(olderThan: 30, now: ClockReading(wall: nextBoot.wall + 31 * day, sinceBoot: 50, boot: "fourth-boot"))
         XCTAssertEqual(trashListing(), [])
         XCTAssertEqual(FixtureTree.listing(destination.path(".folio/trash-clock")), [], "its reading went with it")
+    }
+
+    /// A kiosk that ran once with its clock behind and was switched off before another run: in the next boot,
+    /// with its clock set, the folder looks 40 days old by its name and its reading, and is kept all the same.
+    func testAFolderFirstSeenAfterARebootCountsAsMadeThen() async throws {
+        let (run, made) = try await trashOneFile()
+        let destinationNow = try Destination(path: destination.path, create: true)
+        destinationNow.purgeTrash(olderThan: 30, now: ClockReading(wall: made.wall + 40 * day, sinceBoot: 20, boot: "next-boot"))
+        XCTAssertEqual(trashListing(), [run])
+    }
+
+    /// A FIFO planted where a reading goes (anyone who may write in the destination can) hangs no purge: the
+    /// reading is taken only from a regular file (else the folder is aged by its name), and written through a
+    /// temporary name made anew.
+    func testAFIFOAtAReadingsNameHangsNothing() async throws {
+        let (run, made) = try await trashOneFile()
+        let readingPath = destination.path(".folio/trash-clock/" + run)
+        let saved = try XCTUnwrap(FixtureTree.read(readingPath))
+        XCTAssertEqual(unlink(readingPath), 0)
+        XCTAssertEqual(mkfifo(readingPath, 0o644), 0)
+        XCTAssertEqual(mkfifo(readingPath + ".new", 0o644), 0)
+        // Should a purge block on a FIFO, this opens its other end after a few seconds, so that the test fails
+        // instead of hanging.
+        let rescued = Locked(false), done = Locked(false), clocks = destination.path(".folio/trash-clock")
+        Thread.detachNewThread {
+            while true {
+                sleep(5)
+                guard !done.withLock({ $0 }) else { return }
+                for name in (try? FileManager.default.contentsOfDirectory(atPath: clocks)) ?? [] {
+                    for flags in [O_WRONLY | O_NONBLOCK, O_RDONLY | O_NONBLOCK] {
+                        let fd = open(clocks + "/" + name, flags)
+                        if fd >= 0 { close(fd) }
+                    }
+                }
+                rescued.withLock { $0 = true }
+            }
+        }
+        defer { done.withLock { $0 = true } }
+        let destinationNow = try Destination(path: destination.path, create: true)
+        destinationNow.purgeTrash(olderThan: 30, now: ClockReading(wall: made.wall + 31 * day, sinceBoot: 10, boot: "next-boot"))
+        XCTAssertEqual(trashListing(), [], "no reading to read: aged by its name, 31 days")
+        XCTAssertFalse(rescued.withLock { $0 }, "a purge waited on the FIFO")
+
+        let (again, _) = try await trashOneFile()
+        FixtureTree.write(destination.path(".folio/trash-clock"), again, String(decoding: saved, as: UTF8.self))
+        XCTAssertEqual(mkfifo(destination.path(".folio/trash-clock/\(again).new"), 0o644), 0)
+        destinationNow.purgeTrash(olderThan: 30, now: ClockReading(wall: made.wall + 20, sinceBoot: 20, boot: "next-boot"))
+        XCTAssertFalse(rescued.withLock { $0 }, "a purge waited on the FIFO")
+        XCTAssertEqual(reading(of: again)?.carried, true, "written anew through the temporary name")
     }
 
     func testAFolderIsPurgedOnceItsDaysHavePassedByBothClocks() async throws {
@@ -95,20 +147,20 @@ final class TrashPurgeTests: XCTestCase {
         XCTAssertEqual(FixtureTree.listing(destination.path(".folio/trash-clock")), [])
     }
 
-    func testMadeSeenFromAnotherReading() {
+    func testAReadingSeenFromAnother() {
         let stamp = ClockReading(wall: 1_000_000, sinceBoot: 50, boot: "b1")
-        let cases: [(now: ClockReading, made: Int64, why: String)] = [
-            (ClockReading(wall: 1_000_100, sinceBoot: 150, boot: "b1"), 1_000_000, "clock right all along"),
-            (ClockReading(wall: 5_000_000, sinceBoot: 150, boot: "b1"), 4_999_900, "clock set forward since"),
-            (ClockReading(wall: 900_000, sinceBoot: 150, boot: "b1"), 1_000_000, "clock set back since: never older than stamped"),
-            (ClockReading(wall: 5_000_000, sinceBoot: 10, boot: "b2"), 1_000_000, "another boot: the stamp's wall time"),
-            (ClockReading(wall: 5_000_000, sinceBoot: 150, boot: ""), 1_000_000, "boot unknown"),
+        let carried = ClockReading(wall: 1_000_000, sinceBoot: 50, boot: "b1", carried: true)
+        let cases: [(stamp: ClockReading, now: ClockReading, seen: ClockReading, why: String)] = [
+            (stamp, ClockReading(wall: 1_000_100, sinceBoot: 150, boot: "b1"), stamp, "clock right all along"),
+            (stamp, ClockReading(wall: 5_000_000, sinceBoot: 150, boot: "b1"), ClockReading(wall: 4_999_900, sinceBoot: 50, boot: "b1"), "clock set forward since"),
+            (stamp, ClockReading(wall: 900_000, sinceBoot: 150, boot: "b1"), stamp, "clock set back since: never older than stamped"),
+            (stamp, ClockReading(wall: 5_000_000, sinceBoot: 10, boot: "b2"), ClockReading(wall: 5_000_000, sinceBoot: 10, boot: "b2", carried: true), "another boot, first seen: made now"),
+            (carried, ClockReading(wall: 5_000_000, sinceBoot: 10, boot: "b2"), carried, "another boot, carried: as it is"),
+            (stamp, ClockReading(wall: 5_000_000, sinceBoot: 150, boot: ""), ClockReading(wall: 5_000_000, sinceBoot: 150, boot: "", carried: true), "boot unknown"),
         ]
-        for (now, made, why) in cases { XCTAssertEqual(stamp.made(seenAt: now), made, why) }
-        XCTAssertEqual(ClockReading(text: stamp.text), stamp)
-        XCTAssertEqual(ClockReading(text: ClockReading(wall: 7, sinceBoot: 8, boot: "").text), ClockReading(wall: 7, sinceBoot: 8, boot: ""))
-        XCTAssertNil(ClockReading(text: "b1 50"))
-        XCTAssertNil(ClockReading(text: ""))
+        for (stamp, now, seen, why) in cases { XCTAssertEqual(stamp.seen(at: now), seen, why) }
+        for reading in [stamp, carried, ClockReading(wall: 7, sinceBoot: 8, boot: "")] { XCTAssertEqual(ClockReading(text: reading.text), reading) }
+        for text in ["b1 50", "", "b1 50 7 maybe", "b1 x 7"] { XCTAssertNil(ClockReading(text: text), text) }
     }
 
     func testRunFolderNamesReadBackAsTheirTime() {
