@@ -26,8 +26,9 @@ struct ChangeHook: Sendable {
     /// Runs the command for the changes of `report`'s run and those earlier runs kept when their hook did not
     /// run (a run stopped by SIGTERM or Ctrl-C, a process that ended first; `HookBacklog`), each path once, then
     /// forgets them. Forgotten whatever the hook's exit, as a failed hook is not retried; kept when it failed
-    /// while `stopped` says Folio itself was being stopped (its stop cut the hook short), for the next run's hook. This run's paths come from
-    /// the report, not the state database: the run's end may not have been recorded, and its list may be long.
+    /// while `stopped` says Folio itself was being stopped (its stop cut the hook short), for the next run's
+    /// hook. This run's paths come from the report, not the state database: the run's end may not have been
+    /// recorded, and its list may be long.
     func runForPendingChanges(state: any StateStore, report: RunReport, logger: Logger, stopped: @Sendable () -> Bool) async {
         let target = self.target, run = report.runID
         var earlier = HookBacklog(runs: [], paths: [])
