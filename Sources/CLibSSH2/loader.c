@@ -14,7 +14,7 @@
 #define FOLIO_SSH2_FUNCTIONS(X) \
     X(libssh2_init) X(libssh2_session_init_ex) X(libssh2_session_free) X(libssh2_session_set_blocking) \
     X(libssh2_session_set_timeout) X(libssh2_session_callback_set) X(libssh2_session_handshake) X(libssh2_session_hostkey) \
-    X(libssh2_session_last_error) X(libssh2_session_banner_get) X(libssh2_session_disconnect_ex) X(libssh2_session_method_pref) X(libssh2_hostkey_hash) \
+    X(libssh2_session_last_error) X(libssh2_session_block_directions) X(libssh2_session_banner_get) X(libssh2_session_disconnect_ex) X(libssh2_session_method_pref) X(libssh2_hostkey_hash) \
     X(libssh2_keepalive_config) X(libssh2_keepalive_send) X(libssh2_knownhost_init) X(libssh2_knownhost_free) \
     X(libssh2_knownhost_readline) X(libssh2_knownhost_checkp) X(libssh2_userauth_list) \
     X(libssh2_userauth_authenticated) X(libssh2_userauth_publickey_fromfile_ex) X(libssh2_userauth_password_ex) \
@@ -51,6 +51,7 @@ const char *libssh2_session_hostkey(LIBSSH2_SESSION *session, size_t *length, in
 int libssh2_session_last_error(LIBSSH2_SESSION *session, char **message, int *length, int wantBuffer) {
     return loaded_libssh2_session_last_error(session, message, length, wantBuffer);
 }
+int libssh2_session_block_directions(LIBSSH2_SESSION *session) { return loaded_libssh2_session_block_directions(session); }
 const char *libssh2_session_banner_get(LIBSSH2_SESSION *session) { return loaded_libssh2_session_banner_get(session); }
 int libssh2_session_disconnect_ex(LIBSSH2_SESSION *session, int reason, const char *description, const char *language) {
     return loaded_libssh2_session_disconnect_ex(session, reason, description, language);

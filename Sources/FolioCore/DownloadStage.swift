@@ -99,23 +99,16 @@ struct DownloadStage: Sendable {
     /// and over a far link, workers splitting the host's requests in flight between their batches leave slots
     /// idle at the end of each batch. Over a near link the files' own work (a partial file created, written and
     /// sealed each) is what takes the time, and one worker does it on one core: 1,000 small files over loopback
-    /// WebDAV took 102-108 ms with one worker, 83-90 with four. Files a batch leaves start more (see `run`). A
-    /// batch that costs a round trip a file is worth a connection by its count of files instead.
+    /// WebDAV took 102-108 ms with one worker, 83-90 with four. Files a batch leaves start more (see `run`).
     static func workerCount(for downloads: [SyncPlan.Download], workers: Int, features: SourceFeatures, nearLink: Bool) -> Int {
         let most = max(1, min(workers, downloads.count))
         guard features.batchDownloads, features.costlyConnections || (features.parallelBatches && !nearLink) else { return most }
-        var large = 0, small = 0
+        var large = 0
         var smallBytes: Int64 = 0
         for download in downloads {
-            if download.entry.size > DownloadBatch.maxFileSize {
-                large += 1
-            } else {
-                small += 1
-                smallBytes += download.entry.size
-            }
+            if download.entry.size > DownloadBatch.maxFileSize { large += 1 } else { smallBytes += download.entry.size }
         }
-        let smallBatches = features.batchFilesPerConnection.map { (small + $0 - 1) / max(1, $0) }
-            ?? Int((smallBytes + DownloadBatch.maxBytes - 1) / DownloadBatch.maxBytes)
+        let smallBatches = Int((smallBytes + DownloadBatch.maxBytes - 1) / DownloadBatch.maxBytes)
         return max(1, min(most, large + smallBatches))
     }
 

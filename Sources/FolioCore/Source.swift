@@ -76,23 +76,18 @@ public struct SourceFeatures: Sendable, Equatable {
     /// as another worker would only split the same requests in flight; over a near one, where each file's own
     /// work takes the time, every worker takes batches with its share of those requests.
     public var parallelBatches: Bool
-    /// For a source whose batches cost a round trip a file rather than one request (SFTP without tar): how many
-    /// small files make a batch worth a connection of its own. Nil where a batch is one request, and a batch is
-    /// then worth a connection by its bytes (`DownloadBatch.maxBytes`).
-    public var batchFilesPerConnection: Int?
     /// Whether the listing uses `ListingOptions.hints` (the last run's folders and memo); the engine reads them
     /// from the state database only for such a source.
     public var listsAhead: Bool
 
     public init(mtimePrecision: TimePrecision, checksums: Bool = false, resumable: Bool = true, batchDownloads: Bool = false,
-                costlyConnections: Bool = false, parallelBatches: Bool = false, batchFilesPerConnection: Int? = nil, listsAhead: Bool = false) {
+                costlyConnections: Bool = false, parallelBatches: Bool = false, listsAhead: Bool = false) {
         self.mtimePrecision = mtimePrecision
         self.checksums = checksums
         self.resumable = resumable
         self.batchDownloads = batchDownloads
         self.costlyConnections = costlyConnections
         self.parallelBatches = parallelBatches
-        self.batchFilesPerConnection = batchFilesPerConnection
         self.listsAhead = listsAhead
     }
 }

@@ -348,6 +348,15 @@ enum LibSSH2 {
         var handle = withPath(path) { folio_ssh2_sftp_open(sftp, $0, $1) }
         let opening = handle == nil && libssh2_session_last_error(session, nil, nil, 0) == LIBSSH2_ERROR_EAGAIN
         var failure = handle == nil && !opening ? lastError(session, sftp: sftp) : nil
+        // The close only behind an open whose request is all out (see `readWithAttributes` for why, and why two).
+        if opening && sendIsUnfinished(session) {
+            libssh2_session_set_blocking(session, 1)
+            handle = withPath(path) { folio_ssh2_sftp_open(sftp, $0, $1) }
+            if handle == nil { failure = lastError(session, sftp: sftp) }
+            close(previous)
+            guard let handle else { throw failure ?? lastError(session, sftp: sftp) }
+            return handle
+        }
         let closed = folio_ssh2_sftp_close(previous)
         libssh2_session_set_blocking(session, 1)
         if opening {
@@ -387,46 +396,42 @@ enum LibSSH2 {
         return result
     }
 
-    /// What one `flight` brought back: the opened file's handle (or why not), the read's byte count (or why
-    /// not), and the read file's attributes (nil when its fstat could not go out with the reads).
-    struct Flight {
-        var opened: Result<OpaquePointer, LibSSH2Error>?
-        var read: Result<Int, LibSSH2Error>?
-        var attributes: RemoteAttributes?
+    /// Whether the last non-blocking call left its request partly unsent, waiting on the socket: the same call
+    /// must then be finished before any other, as libssh2 keeps one unfinished write per channel and would send
+    /// the next call's bytes under this one's packet header.
+    private static func sendIsUnfinished(_ session: OpaquePointer) -> Bool {
+        libssh2_session_block_directions(session) & LIBSSH2_SESSION_BLOCK_OUTBOUND != 0
     }
 
-    /// One round trip for three files: opens `next`, reads up to `count` bytes of `current` and asks for its
-    /// attributes, and closes `previous`. All go out (non-blocking) before any answer is awaited; then each
-    /// answer is collected (blocking), so nothing is left half done when this returns. Why that works: libssh2
-    /// keeps the state of an open, a read, an fstat and a close apart, and the same call made again goes on with
-    /// the one under way. The server answers in order, so the attributes are `current`'s after its reads (all of
-    /// them: libssh2 asks for up to four times `count` at once). A close that fails is ignored, as by `close`.
-    static func flight(_ session: OpaquePointer, _ sftp: OpaquePointer, opening next: [UInt8]?, reading current: OpaquePointer?, count: Int,
-                       into buffer: UnsafeMutableRawBufferPointer, closing previous: OpaquePointer?) -> Flight {
+    /// Reads up to `count` bytes, as `read`, and asks for the file's attributes in the same round trip: the read
+    /// requests (libssh2 asks for up to four times `count` at once) go out, then the fstat, before either answer
+    /// is awaited. The server answers in order, so the attributes are the file's after those reads. Nil
+    /// attributes when the fstat could not go with them (ask again after reading).
+    ///
+    /// Why two requests at most, the read first: the read is the first request since the session's last blocking
+    /// call, which finished any key exchange, so only a full socket can hold its request back, and that is seen
+    /// (`sendIsUnfinished`): the read is then finished alone. A key exchange the server starts while the read
+    /// waits for its answer can hold back the fstat's request; being the last, it goes out whole when collected.
+    /// A third request could be written while the second was held back, under its header: a corrupt stream.
+    /// Answers are collected read first, so the fstat never goes out before the reads.
+    static func readWithAttributes(_ session: OpaquePointer, _ sftp: OpaquePointer, _ handle: OpaquePointer,
+                                   into buffer: UnsafeMutableRawBufferPointer, count: Int) throws(LibSSH2Error) -> (count: Int, attributes: RemoteAttributes?) {
         let pointer = buffer.baseAddress!.assumingMemoryBound(to: CChar.self), size = min(count, buffer.count)
         var attributes = LIBSSH2_SFTP_ATTRIBUTES()
-        var flight = Flight()
         libssh2_session_set_blocking(session, 0)
-        var handle = next.flatMap { path in withPath(path) { folio_ssh2_sftp_open(sftp, $0, $1) } }
-        let opening = next != nil && handle == nil && libssh2_session_last_error(session, nil, nil, 0) == LIBSSH2_ERROR_EAGAIN
-        if next != nil, handle == nil, !opening { flight.opened = .failure(lastError(session, sftp: sftp)) }
-        let closed = previous.map { folio_ssh2_sftp_close($0) }
-        var result = current.map { libssh2_sftp_read($0, pointer, size) }
-        let reading = result.map { $0 == LIBSSH2_ERROR_EAGAIN } ?? false
-        var stat: Int32? = reading ? current.map { folio_ssh2_sftp_fstat($0, &attributes) } : nil
+        var result = libssh2_sftp_read(handle, pointer, size)
+        let waiting = result == LIBSSH2_ERROR_EAGAIN
+        var stat: Int32? = waiting && !sendIsUnfinished(session) ? folio_ssh2_sftp_fstat(handle, &attributes) : nil
         libssh2_session_set_blocking(session, 1)
-        if opening, let next {
-            handle = withPath(next) { folio_ssh2_sftp_open(sftp, $0, $1) }
-            if handle == nil { flight.opened = .failure(lastError(session, sftp: sftp)) }
+        // The same calls, blocking: libssh2 goes on with each one under way (their states are apart).
+        if waiting { result = libssh2_sftp_read(handle, pointer, size) }
+        if result < 0 {
+            let failure = lastError(session, sftp: sftp)
+            if stat == LIBSSH2_ERROR_EAGAIN { _ = folio_ssh2_sftp_fstat(handle, &attributes) }  // nothing left half done
+            throw failure
         }
-        if let handle { flight.opened = .success(handle) }
-        // Only EAGAIN leaves the handle alive (see `openFile(_:_:_:closing:)`).
-        if closed == LIBSSH2_ERROR_EAGAIN, let previous { _ = folio_ssh2_sftp_close(previous) }
-        if stat == LIBSSH2_ERROR_EAGAIN, let current { stat = folio_ssh2_sftp_fstat(current, &attributes) }
-        if reading, let current { result = libssh2_sftp_read(current, pointer, size) }
-        if let result { flight.read = result >= 0 ? .success(result) : .failure(lastError(session, sftp: sftp)) }
-        if stat == 0 { flight.attributes = RemoteAttributes(attributes) }
-        return flight
+        if stat == LIBSSH2_ERROR_EAGAIN { stat = folio_ssh2_sftp_fstat(handle, &attributes) }
+        return (result, stat == 0 ? RemoteAttributes(attributes) : nil)
     }
 
     static func fstat(_ session: OpaquePointer, _ sftp: OpaquePointer, _ handle: OpaquePointer) throws(LibSSH2Error) -> RemoteAttributes {

@@ -2,7 +2,7 @@ import FolioCore
 
 /// One download worker's session: reads files with a large buffer so libssh2 keeps megabytes requested ahead
 /// (it reads ahead four times what one read call asks for), and checks at the end that the file is still the
-/// listed one. Small files come in batches: `TarBatch`, or `SFTPBatchFetch` from a server without tar.
+/// listed one.
 ///
 /// Used on the worker's thread only (see `SourceConnection`), which is what libssh2 requires of a session.
 final class SFTPConnection: SourceConnection {
@@ -26,14 +26,8 @@ final class SFTPConnection: SourceConnection {
         buffer = .allocate(byteCount: Self.bufferSize, alignment: 16)
     }
 
-    /// Fetches a batch with one `tar` where the server runs it, else over SFTP itself, a round trip a file.
     func download(batch: DownloadBatch) throws {
-        if tarBatch.isAvailable { try tarBatch.fetch(batch, with: session, buffer: buffer) }
-        // Not `else`: the first batch is where a server without tar is found out, having fetched nothing.
-        if !tarBatch.isAvailable {
-            try session.startSFTP()
-            try SFTPBatchFetch.fetch(batch, with: session, buffer: buffer)
-        }
+        try tarBatch.fetch(batch, with: session, buffer: buffer)
     }
 
     func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws {
@@ -57,7 +51,7 @@ final class SFTPConnection: SourceConnection {
         // Why re-check at the end: a file rewritten during the copy must not be installed half old, half new. A
         // file whose rest the first read asks for whole (libssh2 asks for four times a read's size at once) has
         // its fstat go out behind those reads, in the same round trip, rather than one more round trip per
-        // file: on a 20 ms link, 500 small files from an SFTP-only account took a third longer.
+        // file: from an SFTP-only account over 20 ms, 500 small files took 5.3 s with it waited for alone.
         var attributes: RemoteAttributes?
         var first = remaining > 0 && remaining <= Int64(readSize)
         while remaining > 0 {
@@ -67,9 +61,7 @@ final class SFTPConnection: SourceConnection {
                 let asked = Int(min(Int64(readSize), remaining))
                 if first {
                     first = false
-                    let flight = try session.flight(opening: nil, reading: handle, count: asked, into: buffer, closing: nil)
-                    attributes = flight.attributes
-                    count = try flight.read!.get()  // asked for a read, so its answer is there
+                    (count, attributes) = try session.readWithAttributes(handle, into: buffer, count: asked)
                 } else {
                     count = try session.read(handle, into: buffer, count: asked)
                 }

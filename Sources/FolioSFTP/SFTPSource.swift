@@ -49,12 +49,10 @@ public struct SFTPSource: Source {
     var tarBatchesAvailable: Bool { tarBatch.isAvailable }
 
     /// SFTP version 3 reports whole seconds; the exec listing adds nanoseconds where the server has them. Small
-    /// files come in batches over `tar` where the server has it (see `TarBatch`), else over SFTP itself at a round
-    /// trip a file (`SFTPBatchFetch`): 32 of those outlast a log-in (about a dozen round trips), so such a batch
-    /// is worth a connection of its own.
+    /// files come in batches over `tar` where the server has it (see `TarBatch`); from a server found to run no
+    /// commands they come one by one, spread over every worker, each in two round trips (`SFTPConnection`).
     public var features: SourceFeatures {
-        SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true, batchDownloads: true, costlyConnections: true,
-                       batchFilesPerConnection: tarBatch.isAvailable ? nil : 32)
+        SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true, batchDownloads: tarBatch.isAvailable, costlyConnections: true)
     }
 
     public func snapshot(options: ListingOptions) async throws -> Snapshot {

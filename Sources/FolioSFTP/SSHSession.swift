@@ -198,13 +198,9 @@ final class SSHSession {
         try LibSSH2.read(session, try sftpChannel(), handle, into: buffer, count: count)
     }
 
-    /// One round trip for three files (see `LibSSH2.flight`); `closing` defaults to the file `closeFileLater` left.
-    func flight(opening next: [UInt8]?, reading current: OpaquePointer?, count: Int, into buffer: UnsafeMutableRawBufferPointer,
-                closing previous: OpaquePointer?) throws(LibSSH2Error) -> LibSSH2.Flight {
-        let sftp = try sftpChannel()
-        var previous = previous
-        if previous == nil { (previous, unclosed) = (unclosed, nil) } else { closeUnclosed() }
-        return LibSSH2.flight(session, sftp, opening: next, reading: current, count: count, into: buffer, closing: previous)
+    /// Reads and asks for the file's attributes in one round trip (see `LibSSH2.readWithAttributes`).
+    func readWithAttributes(_ handle: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer, count: Int) throws(LibSSH2Error) -> (count: Int, attributes: RemoteAttributes?) {
+        try LibSSH2.readWithAttributes(session, try sftpChannel(), handle, into: buffer, count: count)
     }
 
     func fstat(_ handle: OpaquePointer) throws(LibSSH2Error) -> RemoteAttributes { try LibSSH2.fstat(session, try sftpChannel(), handle) }

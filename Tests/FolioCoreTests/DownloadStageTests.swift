@@ -22,17 +22,6 @@ final class DownloadStageTests: XCTestCase {
         XCTAssertEqual(DownloadStage.workerCount(for: [], workers: 4, features: costly, nearLink: true), 1)
     }
 
-    /// Batches at a round trip a file (SFTP without tar): a connection for every `batchFilesPerConnection` small
-    /// files, within what is asked for.
-    func testBatchesAtARoundTripAFileOpenOneConnectionPerSoManyFiles() {
-        let sftpOnly = SourceFeatures(mtimePrecision: .second, batchDownloads: true, costlyConnections: true, batchFilesPerConnection: 32)
-        XCTAssertEqual(DownloadStage.workerCount(for: downloads(Array(repeating: 4_600, count: 500)), workers: 8, features: sftpOnly, nearLink: false), 8)
-        XCTAssertEqual(DownloadStage.workerCount(for: downloads(Array(repeating: 4_600, count: 70)), workers: 8, features: sftpOnly, nearLink: false), 3)
-        XCTAssertEqual(DownloadStage.workerCount(for: downloads(Array(repeating: 4_600, count: 10)), workers: 8, features: sftpOnly, nearLink: false), 1)
-        let mixed = Array(repeating: DownloadBatch.maxFileSize + 1, count: 2) + Array(repeating: 4_600, count: 33)
-        XCTAssertEqual(DownloadStage.workerCount(for: downloads(mixed), workers: 8, features: sftpOnly, nearLink: false), 4)
-    }
-
     func testCheapConnectionsUseEveryWorkerTheFilesAllow() {
         let cheap = SourceFeatures(mtimePrecision: .second, batchDownloads: true)
         XCTAssertEqual(DownloadStage.workerCount(for: downloads(Array(repeating: 4_600, count: 1_000)), workers: 8, features: cheap, nearLink: true), 8)

@@ -12,59 +12,43 @@ final class TarBatchTests: SFTPTestCase {
     static let names = ["-dash", "back\\slash", "naïve #1 %20.txt", "empty",
                         String(repeating: "long folder name ", count: 4) + "/" + String(repeating: "n", count: 90) + ".bin"]
 
-    /// Fetches `entries` in one batch on a new connection, on a worker queue, as the engine does. Returns, per
-    /// entry path, the bytes of the files marked complete (nil for the others).
+    /// Lists `served` over exec and fetches its files in one batch on a worker queue, as the engine does.
+    /// Returns, per entry path, the bytes of the files marked complete (nil for the others).
     private func fetchBatch(_ source: SFTPSource, _ entries: [Entry]) async throws -> [String: [UInt8]?] {
-        try await fetchBatches(source, entries, times: 1, proxy: nil).fetched
-    }
-
-    /// Fetches `entries` in a batch `times` over, on one new connection. Returns the last batch's files (as
-    /// `fetchBatch`) and the round trips `proxy` counted during it.
-    private func fetchBatches(_ source: SFTPSource, _ entries: [Entry], times: Int, proxy: DelayProxy?) async throws -> (fetched: [String: [UInt8]?], turns: Int) {
         let scratch = TemporaryDirectory("tar-batch-out")
         return try await withCheckedThrowingContinuation { continuation in
             DispatchQueue(label: "test.worker").async {
                 continuation.resume(with: Result {
                     let connection = try source.makeConnection()
                     defer { connection.close() }
-                    var last: (fetched: [String: [UInt8]?], turns: Int) = ([:], 0)
-                    for _ in 0..<times {
-                        let before = proxy?.turns ?? 0
-                        last.fetched = try Self.fetch(entries, with: connection, scratch: scratch)
-                        last.turns = (proxy?.turns ?? 0) - before
+                    let batch = DownloadBatch(
+                        entries: entries, progress: TransferProgress(),
+                        openPartial: { index in open(scratch.path("\(index)"), O_RDWR | O_CREAT | O_TRUNC, 0o644) },
+                        seal: { index, sink in
+                            close(sink.fileDescriptor)
+                            return .success(Installer.Sealed(download: SyncPlan.Download(entry: entries[index], replacing: nil, hasLocalChanges: false),
+                                                             partialName: "\(index)", inode: 0, mtime: entries[index].mtime, bytes: sink.bytesTransferred))
+                        },
+                        discard: { index in unlink(scratch.path("\(index)")) })
+                    let descriptors = Self.openDescriptors()
+                    try connection.download(batch: batch)
+                    // Each file's partial is sealed and closed as its last byte arrives, so a batch of a thousand
+                    // files never holds a thousand descriptors.
+                    XCTAssertEqual(Self.openDescriptors(), descriptors, "every partial file is closed once its bytes are in")
+                    var result: [String: [UInt8]?] = [:]
+                    for (index, entry) in entries.enumerated() {
+                        if case .success(let sealed)? = batch.takeComplete(index) {
+                            XCTAssertEqual(sealed.bytes, entry.size, entry.path.description)
+                            result[entry.path.description] = FixtureTree.read(scratch.path("\(index)"))
+                        } else {
+                            result[entry.path.description] = .some(nil)
+                        }
                     }
-                    return last
+                    batch.discardRest()
+                    return result
                 })
             }
         }
-    }
-
-    private static func fetch(_ entries: [Entry], with connection: any SourceConnection, scratch: TemporaryDirectory) throws -> [String: [UInt8]?] {
-        let batch = DownloadBatch(
-            entries: entries, progress: TransferProgress(),
-            openPartial: { index in open(scratch.path("\(index)"), O_RDWR | O_CREAT | O_TRUNC, 0o644) },
-            seal: { index, sink in
-                close(sink.fileDescriptor)
-                return .success(Installer.Sealed(download: SyncPlan.Download(entry: entries[index], replacing: nil, hasLocalChanges: false),
-                                                 partialName: "\(index)", inode: 0, mtime: entries[index].mtime, bytes: sink.bytesTransferred))
-            },
-            discard: { index in unlink(scratch.path("\(index)")) })
-        let descriptors = openDescriptors()
-        try connection.download(batch: batch)
-        // Each file's partial is sealed and closed as its last byte arrives, so a batch of a thousand
-        // files never holds a thousand descriptors.
-        XCTAssertEqual(openDescriptors(), descriptors, "every partial file is closed once its bytes are in")
-        var result: [String: [UInt8]?] = [:]
-        for (index, entry) in entries.enumerated() {
-            if case .success(let sealed)? = batch.takeComplete(index) {
-                XCTAssertEqual(sealed.bytes, entry.size, entry.path.description)
-                result[entry.path.description] = FixtureTree.read(scratch.path("\(index)"))
-            } else {
-                result[entry.path.description] = .some(nil)
-            }
-        }
-        batch.discardRest()
-        return result
     }
 
     private static func openDescriptors() -> Int {
@@ -116,7 +100,7 @@ final class TarBatchTests: SFTPTestCase {
     }
 
     /// A server with find but no tar: the tar the listing starts fails at once, which costs the listing nothing;
-    /// the batch finds tar missing, fetches its files over SFTP instead, and the source stops asking for tar.
+    /// the batch finds tar missing, returns nothing, and the source stops asking.
     func testWithoutTarTheListingStillWorksAndTheSourceStopsAsking() async throws {
         let tools = TemporaryDirectory("tools-without-tar")
         for tool in ["find", "head"] { XCTAssertEqual(symlink("/usr/bin/\(tool)", tools.path(tool)), 0) }
@@ -127,7 +111,7 @@ final class TarBatchTests: SFTPTestCase {
         let snapshot = try await source.snapshot(options: ListingOptions())
         XCTAssertEqual(snapshot.entries.map(\.path.description).sorted(), ["a", "b"])
         let fetched = try await fetchBatch(source, files(snapshot))
-        XCTAssertEqual(fetched, ["a": Array("a".utf8), "b": Array("b".utf8)])
+        XCTAssertEqual(fetched, ["a": nil, "b": nil])
         XCTAssertFalse(source.tarBatchesAvailable)
     }
 
@@ -162,56 +146,26 @@ final class TarBatchTests: SFTPTestCase {
         XCTAssertTrue(source.tarBatchesAvailable)
     }
 
-    /// An SFTP-only account (`ForceCommand internal-sftp`): the listing's exec gets an SFTP server, which answers
-    /// its probe, not a listing. The listing takes that for a server without tar, before any batch, so the
-    /// downloads are planned as batches over SFTP itself (`SFTPSource.features`), and no batch asks for tar.
+    /// An SFTP-only account (`ForceCommand internal-sftp`): the listing's exec gets OpenSSH's "This service allows
+    /// sftp connections only", not a listing. The listing takes that for a server without tar, before any batch,
+    /// so the downloads are planned one by one over every worker (`SFTPSource.features`), and a batch handed to
+    /// it anyway returns at once with nothing, asking for no exec.
     func testAnSFTPOnlyServerIsAskedOnceThenNever() async throws {
         let server = try SSHServer(forceInternalSFTP: true)
         let served = TemporaryDirectory("tar-served")
         for name in ["a", "b"] { FixtureTree.write(served.path, name, name) }
         let source = try source(server, served.path)
-        XCTAssertNil(source.features.batchFilesPerConnection)
+        XCTAssertTrue(source.features.batchDownloads)
         let snapshot = try await source.snapshot(options: ListingOptions())
         XCTAssertFalse(source.tarBatchesAvailable)
-        XCTAssertEqual(source.features.batchFilesPerConnection, 32)
+        XCTAssertFalse(source.features.batchDownloads)
         func sessions() throws -> Int {
             try String(contentsOfFile: server.logPath, encoding: .utf8).components(separatedBy: "Starting session: forced-command").count - 1
         }
         XCTAssertEqual(try sessions(), 2, "the listing's exec, then its SFTP")
         let fetched = try await fetchBatch(source, files(snapshot))
-        XCTAssertEqual(fetched, ["a": Array("a".utf8), "b": Array("b".utf8)])
-        XCTAssertEqual(try sessions(), 2, "no exec for the batch, which takes the listing's SFTP session")
-    }
-
-    /// Over SFTP alone, a batch's files arrive exactly (an empty one, odd names, one of 200 KB that takes several
-    /// reads), and the files not as listed do not: one changed since the listing (same size, new time), one
-    /// grown, one gone. One round trip a file: each flight carries the next file's open with the current file's
-    /// reads and check (counted by a delay proxy in front of sshd).
-    func testOverSFTPAloneABatchTakesOneRoundTripAFileAndOnlyFilesAsListed() async throws {
-        let server = try SSHServer(forceInternalSFTP: true)
-        let proxy = try DelayProxy(forwardingTo: server.port)
-        defer { proxy.stop() }
-        let served = TemporaryDirectory("sftp-batch-served")
-        var expected: [String: [UInt8]?] = [:]
-        for (index, name) in (Self.names + ["big.bin"]).enumerated() {
-            let content = name == "empty" ? [] : FixtureTree.bytes(count: name == "big.bin" ? 200_000 : 1000 * index + 17, seed: UInt64(index))
-            FixtureTree.write(served.path, name, content, mtime: (1_600_000_000 + index, 0))
-            expected[name] = content
-        }
-        for name in ["stale", "grown", "gone"] { FixtureTree.write(served.path, name, "old", mtime: (1_600_000_000, 0)) }
-        let source = try source(server, served.path, through: proxy)
-        let snapshot = try await source.snapshot(options: ListingOptions())
-        FixtureTree.write(served.path, "stale", "new", mtime: (1_700_000_000, 0))
-        FixtureTree.write(served.path, "grown", "older", mtime: (1_600_000_000, 0))
-        unlink(served.path("gone"))
-        for name in ["stale", "grown", "gone"] { expected[name] = .some(nil) }
-
-        let entries = files(snapshot)
-        // One flight a file (the second batch's first also closes the first batch's last file), and one more for
-        // the last file's reads. Counted on the second batch, the first having paid for the log-in.
-        let (fetched, turns) = try await fetchBatches(source, entries, times: 2, proxy: proxy)
-        XCTAssertEqual(fetched, expected)
-        XCTAssertEqual(turns, entries.count + 1, "round trips for \(entries.count) files")
+        XCTAssertEqual(fetched, ["a": nil, "b": nil])
+        XCTAssertEqual(try sessions(), 2, "no exec for the batch")
     }
 
     /// The reader takes a real GNU tar archive in chunks of any size, and refuses what is not tar.
