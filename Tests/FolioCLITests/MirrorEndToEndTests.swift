@@ -325,6 +325,19 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertTrue(status.stdout.contains("— cannot open \(work.path("dst/.folio")): Not a directory"), status.stdout)
     }
 
+    /// Writes a configuration with one target, `docs` (src to dst), whose on-change runs `hook` with /bin/sh,
+    /// and returns the arguments that point folio at it.
+    private func hookedConfig(_ hook: String) -> [String] {
+        FixtureTree.write(work.path(""), "folio.toml", """
+            [[target]]
+            name = "docs"
+            source = "\(work.path("src"))"
+            destination = "\(work.path("dst"))"
+            on-change = ["/bin/sh", "-c", "\(hook)"]
+            """)
+        return ["--config", work.path("folio.toml")]
+    }
+
     /// `on-change` runs after `folio sync --now` too (it ran only in the daemon), with the changed paths on its
     /// input, once the folder's lock is let go (the hook could not sync the folder itself), and with its output
     /// on standard error (a line of it broke `--json`'s NDJSON); a run that changed nothing runs no hook.
@@ -333,14 +346,7 @@ final class MirrorEndToEndTests: XCTestCase {
         FixtureTree.write(work.path("src"), "sub/b.txt", "b")
         let hook = "cat > \(work.path("hook.out")); echo {target} >> \(work.path("hook.out")); "
             + "flock -n \(work.path("dst/.folio/lock")) true && echo free > \(work.path("lock.out")); echo refreshed the library"
-        FixtureTree.write(work.path(""), "folio.toml", """
-            [[target]]
-            name = "docs"
-            source = "\(work.path("src"))"
-            destination = "\(work.path("dst"))"
-            on-change = ["/bin/sh", "-c", "\(hook)"]
-            """)
-        let config = ["--config", work.path("folio.toml")]
+        let config = hookedConfig(hook)
         let first = FolioBinary.run(["sync", "--now", "--json"] + config, environment: environment)
         XCTAssertEqual(first.status, 0, first.stderr)
         XCTAssertEqual(first.events.count, first.stdout.split(separator: "\n").count, "every line of standard output is an event\n\(first.stdout)")
@@ -362,14 +368,7 @@ final class MirrorEndToEndTests: XCTestCase {
         FixtureTree.write(work.path("src"), "sub/b.txt", "b")
         FixtureTree.write(work.path(""), "slow", "")
         let hook = "cat >> \(work.path("paths.out")); echo $$ > \(work.path("hook.pid")); [ -e \(work.path("slow")) ] && exec sleep 30; true"
-        FixtureTree.write(work.path(""), "folio.toml", """
-            [[target]]
-            name = "docs"
-            source = "\(work.path("src"))"
-            destination = "\(work.path("dst"))"
-            on-change = ["/bin/sh", "-c", "\(hook)"]
-            """)
-        let config = ["--config", work.path("folio.toml")]
+        let config = hookedConfig(hook)
         let running = FolioBinary.start(["sync", "--now"] + config, environment: environment)
         var hookPID: pid_t?
         for _ in 0..<200 where hookPID == nil {
