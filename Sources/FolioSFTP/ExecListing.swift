@@ -75,7 +75,6 @@ enum ExecListing {
         return .listed(realRoot: parsed.realRoot, records: parsed.records)
     }
 
-
     /// Whether `output` ends with the end marker as a field of its own (a file of that name ends the same way,
     /// so `parse` decides).
     static func endsWithMarker(_ output: [UInt8]) -> Bool {

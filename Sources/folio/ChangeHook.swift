@@ -45,10 +45,12 @@ struct ChangeHook: Sendable {
             paths += report.changedPaths.filter { !seen.contains($0) }
         }
         guard !paths.isEmpty else { return }
-        let succeeded = await self.run(changedPaths: paths, logger: logger)
-        // A hook cut short by Folio's own stop (SIGTERM to the daemon, Ctrl-C reaching the hook too) gets its paths
-        // again after the next run; a hook that failed on its own, or ran out of time, does not.
-        guard succeeded || !stopped() else { return }
+        let ending = await self.run(changedPaths: paths, logger: logger)
+        // A hook cut short by a stop (SIGTERM from a stopping daemon, Ctrl-C reaching the hook as it reaches
+        // Folio) gets its paths again after the next run; a hook that failed on its own, or ran out of time,
+        // does not. Why by the hook's signal as well as `stopped`: Ctrl-C may end the hook before Folio's own
+        // handler has seen it.
+        guard ending == .succeeded || (ending == .failed && !stopped()) else { return }
         var done = earlier
         if let run { done.runs.append(run) }
         await Blocking.run { [done] in
@@ -58,9 +60,19 @@ struct ChangeHook: Sendable {
         }
     }
 
-    /// Runs the command and waits for it; cancelling the task sends it SIGTERM. Returns whether it succeeded
-    /// (exit status 0).
-    func run(changedPaths: [RelativePath], logger: Logger) async -> Bool {
+    /// How a hook ended.
+    enum Ending: Equatable {
+        /// Exit status 0.
+        case succeeded
+        /// Killed by SIGINT, SIGTERM, SIGHUP or SIGQUIT that its time limit did not send: a stop (Ctrl-C, a
+        /// stopping daemon, a shutdown).
+        case interrupted
+        /// Anything else: it could not start, exited non-zero, or was stopped past its time limit.
+        case failed
+    }
+
+    /// Runs the command and waits for it; cancelling the task sends it SIGTERM.
+    func run(changedPaths: [RelativePath], logger: Logger) async -> Ending {
         let arguments = self.arguments
         let input = changedPaths.flatMap { $0.bytes + [UInt8(ascii: "\n")] }
         let pid: pid_t
@@ -68,7 +80,7 @@ struct ChangeHook: Sendable {
         switch Self.spawn(arguments, outputToStandardError: outputToStandardError) {
         case .failure(let message):
             logger.warning("\(target): on-change hook \(arguments[0]) could not start: \(message); it is not retried")
-            return false
+            return .failed
         case .success(let started):
             (pid, stdinWriter) = started
         }
@@ -78,9 +90,11 @@ struct ChangeHook: Sendable {
         let reaped = Locked(false)
         // A hook past its time: SIGTERM, then SIGKILL if it lingers. Why: the target's next run waits for it.
         let target = self.target, limit = timeLimit
+        let timedOut = Locked(false)
         DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(limit)) {
             let running = reaped.withLock { !$0 }
             guard running else { return }
+            timedOut.withLock { $0 = true }
             logger.warning("\(target): on-change hook \(arguments[0]) still running after \(DurationText.describe(seconds: limit)) (on-change-timeout); stopping it")
             Self.signal(pid, SIGTERM, unless: reaped)
             DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(Self.killAfterSeconds)) {
@@ -116,13 +130,14 @@ struct ChangeHook: Sendable {
         let exited = status & 0x7f == 0
         if exited && (status >> 8) & 0xff == 0 {
             logger.info("\(target): on-change hook \(arguments[0]) ran for \(changedPaths.count) changed paths")
-            return true
+            return .succeeded
         } else if exited {
             logger.warning("\(target): on-change hook \(arguments[0]) exited with status \((status >> 8) & 0xff); it is not retried (the next change runs it again)")
         } else {
             logger.warning("\(target): on-change hook \(arguments[0]) was killed by signal \(status & 0x7f); it is not retried")
+            if [SIGINT, SIGTERM, SIGHUP, SIGQUIT].contains(status & 0x7f), !timedOut.withLock({ $0 }) { return .interrupted }
         }
-        return false
+        return .failed
     }
 
     /// How long a hook may take to end after SIGTERM when the daemon stops.

@@ -376,8 +376,9 @@ final class MirrorEndToEndTests: XCTestCase {
             hookPID = FixtureTree.read(work.path("hook.pid")).flatMap { pid_t(String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) }
         }
         let pid = try XCTUnwrap(hookPID, "the hook started")
-        kill(running.process.processIdentifier, SIGINT)
+        // The hook first: Ctrl-C can end it before Folio's own handler has seen the signal.
         kill(pid, SIGINT)
+        kill(running.process.processIdentifier, SIGINT)
         running.process.waitUntilExit()
         XCTAssertEqual(FixtureTree.read(work.path("paths.out")).map { String(decoding: $0, as: UTF8.self) }?.split(separator: "\n").sorted(), ["a.txt", "sub/b.txt"])
 
