@@ -289,7 +289,11 @@ public final class Destination: Sendable {
         if fstatat(trashFD, runID, &info, AT_SYMLINK_NOFOLLOW) != 0 {
             // The reading before the folder: a crash between them leaves a reading without a folder (which the
             // next purge drops), never a folder aged by its name alone. Best effort: without a reading, the name.
-            writeClockReading(.now(), for: runID)
+            let clocks = openClockFolder(create: true)
+            if clocks >= 0 {
+                Self.writeClockReading(.now(), for: runID, in: clocks)
+                close(clocks)
+            }
             if mkdirat(trashFD, runID, 0o755) != 0 && errno != EEXIST { throw Self.error(errno, "cannot create \(display)") }
         }
         let fd = folio_openat_dir_nofollow(trashFD, runID)
@@ -308,13 +312,10 @@ public final class Destination: Sendable {
         return folio_openat_dir_nofollow(folio, "trash-clock")
     }
 
-    /// Writes `reading` as `.folio/trash-clock/<runID>`, whole or not at all (a temporary name, then a rename).
-    /// Why unlink and O_EXCL: whatever was planted at the temporary name (a FIFO would hang the open, a link
-    /// would lead out) is not opened.
-    private func writeClockReading(_ reading: ClockReading, for runID: String) {
-        let clocks = openClockFolder(create: true)
-        guard clocks >= 0 else { return }
-        defer { close(clocks) }
+    /// Writes `reading` as `<runID>` in the open `.folio/trash-clock`, whole or not at all (a temporary name, then
+    /// a rename). Why unlink and O_EXCL: whatever was planted at the temporary name (a FIFO would hang the open, a
+    /// link would lead out) is not opened.
+    private static func writeClockReading(_ reading: ClockReading, for runID: String, in clocks: Int32) {
         let temporary = runID + ".new"
         unlinkat(clocks, temporary, 0)
         let fd = folio_openat_create(clocks, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o644)
@@ -362,7 +363,7 @@ public final class Destination: Sendable {
             if clocks >= 0, let reading = Self.clockReading(in: clocks, for: name) {
                 let seen = reading.seen(at: now)
                 // Not for a second's difference: the two clocks are read in whole seconds, a moment apart.
-                if seen.carried != reading.carried || seen.wall > reading.wall + 60 { writeClockReading(seen, for: name) }
+                if seen.carried != reading.carried || seen.wall > reading.wall + 60 { Self.writeClockReading(seen, for: name, in: clocks) }
                 made = max(named, seen.wall)
             }
             guard days == 0 || made < cutoff else { runs.insert(name); continue }
