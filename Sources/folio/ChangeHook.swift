@@ -178,7 +178,7 @@ struct ChangeHook: Sendable {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        // The daemon ignores SIGPIPE, and takes SIGTERM, SIGINT and SIGHUP through dispatch sources with them
+        // Folio ignores SIGPIPE, and the daemon takes SIGTERM, SIGINT and SIGHUP through dispatch sources with them
         // ignored and blocked on its threads: the hook gets default dispositions and an empty mask, or it (and
         // what it starts) would sit out on-change-timeout's SIGTERM and `systemctl stop` until the SIGKILL.
         var defaults = sigset_t()

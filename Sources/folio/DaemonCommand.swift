@@ -39,8 +39,6 @@ struct DaemonCommand: AsyncParsableCommand {
         unsetenv("NOTIFY_SOCKET")
         unsetenv("WATCHDOG_USEC")
         unsetenv("WATCHDOG_PID")
-        // A hook that exits without reading its standard input must not kill the daemon with SIGPIPE.
-        signal(SIGPIPE, SIG_IGN)
 
         let level = Logger.Level(rawValue: loaded.logLevel) ?? .info
         let logger = Logger(label: "folio") { _ in JournalLogHandler(level: level) }

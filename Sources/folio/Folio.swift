@@ -27,6 +27,10 @@ struct Folio: AsyncParsableCommand {
         // own thread before any other starts: strace shows the F_DUPFD before the first clone3). An
         // optimisation, so a failure changes nothing.
         _ = folio_reserve_descriptor_table(1023)
+        // A hook that exits without reading the paths on its standard input (`systemctl reload`, a script that
+        // ignores them) must not kill the daemon or `sync --now` with SIGPIPE (exit 141, the hook then run again
+        // next time), nor a reader of the output that goes away stop a run midway: the write fails, and is dropped.
+        signal(SIGPIPE, SIG_IGN)
         do {
             var command = try parseAsRoot()
             if var command = command as? AsyncParsableCommand {

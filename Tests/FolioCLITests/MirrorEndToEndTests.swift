@@ -361,6 +361,23 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("hook.out")), "nothing changed, no hook")
     }
 
+    /// A hook that does not read its input (`systemctl reload`, a script that ignores it) is a hook that
+    /// succeeded: `sync --now` is not killed by SIGPIPE writing the paths to it (it exited 141, and the next run
+    /// ran the hook again for the same paths). Over 64 KiB of paths, so that the write meets the closed pipe.
+    func testAHookThatIgnoresItsInputSucceeds() throws {
+        let longName = String(repeating: "n", count: 120)
+        for i in 0..<600 { FixtureTree.write(work.path("src"), "\(longName)-\(i).txt", "\(i)") }
+        let config = hookedConfig("exec 0<&-; echo ran > \(work.path("hook.out"))")
+        let first = FolioBinary.run(["sync", "--now"] + config, environment: environment)
+        XCTAssertEqual(first.status, 0, first.stderr)
+        XCTAssertTrue(first.stdout.hasPrefix("docs: 600 added, "), first.stdout)
+        XCTAssertNotNil(FixtureTree.read(work.path("hook.out")), "the hook ran")
+        try FileManager.default.removeItem(atPath: work.path("hook.out"))
+        let unchanged = FolioBinary.run(["sync", "--now"] + config, environment: environment)
+        XCTAssertEqual(unchanged.status, 0, unchanged.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("hook.out")), "its paths were delivered: no hook")
+    }
+
     /// Ctrl-C during `sync --now`'s hook (SIGINT to folio and to the hook, as a terminal sends it) keeps the
     /// run's paths: the next run's hook gets them with its own. A hook that ends on its own forgets them.
     func testPathsOfAHookCutShortByCtrlCReachTheNextRunsHook() throws {
