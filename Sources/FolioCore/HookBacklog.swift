@@ -1,7 +1,7 @@
 /// The changed paths that runs of a target kept for its `on-change` hook and that no hook has had yet: a run
-/// stopped by SIGTERM or Ctrl-C skips its hook, and a process can end between a run and its hook. Kept by
-/// `StateStore.finishRun`, read with `pendingHookChanges(of:)` and forgotten with `forgetHookChanges(_:)` once a
-/// hook has had them.
+/// stopped by SIGTERM or Ctrl-C skips its hook, a process can end between a run and its hook, and one killed or
+/// cut by a power failure ends mid-run. Kept by `StateStore.keepChangesForHook` before the files change, read with
+/// `pendingHookChanges(of:)` and forgotten with `forgetHookChanges(_:)` once a hook has had them.
 public struct HookBacklog: Sendable, Equatable {
     /// The runs whose paths these are: what `forgetHookChanges` forgets. Why by run: a run that keeps its paths
     /// while a hook is under way (a manual run beside the daemon's hook) keeps them for its own hook.

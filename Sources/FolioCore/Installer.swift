@@ -159,6 +159,7 @@ final class Installer: Sendable {
     }
 
     private func install(_ batch: [Sealed], into tally: inout Tally) {
+        committer.keepForHook(batch.map(\.download.entry.path))
         let results = destination.moveIntoPlace(batch.map { ($0.partialName, $0.download.entry.path, $0.download.replacing) }, runID: runID)
         for (sealed, placement) in zip(batch, results) {
             let entry = sealed.download.entry

@@ -10,6 +10,8 @@ import Synchronization
 final class StateCommitter: Sendable {
     private let store: any StateStore
     private let target: String
+    /// The run whose changes are kept for the target's `on-change` hook; nil when it has none (or a dry run).
+    private let hookRun: Int64?
     /// One writer: every database write of a run goes through this serial queue.
     private let writer = DispatchQueue(label: "folio.state.writer")
     private let pending = Mutex<Pending>(Pending())
@@ -21,9 +23,10 @@ final class StateCommitter: Sendable {
         var lastWrite = Date()
     }
 
-    init(store: any StateStore, target: String) {
+    init(store: any StateStore, target: String, hookRun: Int64?) {
         self.store = store
         self.target = target
+        self.hookRun = hookRun
     }
 
     /// The first write error, if any: the run then fails, since its record could not be kept.
@@ -41,6 +44,20 @@ final class StateCommitter: Sendable {
 
     func forget(_ path: RelativePath) {
         pending.withLock { $0.removedSubtrees.append(path) }
+    }
+
+    /// Keeps `paths` for the target's hook, if it has one, and waits until they are on disk: call it before
+    /// changing them. Blocking. A failure fails the run, as a failed commit does; the changes go ahead.
+    func keepForHook(_ paths: [RelativePath]) {
+        guard let hookRun, !paths.isEmpty else { return }
+        // Why on the writer: one writer for the run's every database write.
+        writer.sync {
+            do {
+                try store.keepChangesForHook(run: hookRun, target: target, paths: paths)
+            } catch {
+                failure.withLock { if $0 == nil { $0 = "cannot write the state database: \(error)" } }
+            }
+        }
     }
 
     /// Writes everything pending and waits for it. Blocking: call it off the cooperative pool.

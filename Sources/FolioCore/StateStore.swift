@@ -20,10 +20,14 @@ public protocol StateStore: Sendable {
     /// closes as interrupted), the target's record and its source digest.
     func recordFailedStart(target: String, trigger: TargetConfig.Trigger, at startedAt: Date, error: String) throws
     /// Ends a run; `sourceDigest` is set only for a complete, successful run (else the stored one is cleared).
-    /// A `listingMemo` replaces the stored one; nil keeps it. With `keepingChangesForHook` (the target has an
-    /// `on-change` hook), the report's changed paths are kept, in the same transaction, until a hook has had them
-    /// (`HookBacklog`); without, any kept for the target before are forgotten (it has no hook any more).
+    /// A `listingMemo` replaces the stored one; nil keeps it. Without `keepingChangesForHook` (the target has no
+    /// `on-change` hook any more), the paths kept for the target's hook are forgotten.
     func finishRun(id: Int64, target: String, report: RunReport, sourceDigest: UInt64?, listingMemo: String?, keepingChangesForHook: Bool) throws
+    /// Keeps paths that run `run` of the target is about to change (install, remove, retime) for the target's
+    /// `on-change` hook, until a hook has had them (`HookBacklog`). Durable before it returns: the files change
+    /// after, so a run cut by `kill -9` or a power cut still hands its changes to a later run's hook. A path kept
+    /// whose change then fails costs that hook a look at an unchanged path, no more.
+    func keepChangesForHook(run: Int64, target: String, paths: [RelativePath]) throws
     /// The changed paths of the target's runs before `run` (all its runs with nil) that no hook has had yet,
     /// oldest first.
     func pendingHookChanges(of target: String, before run: Int64?) throws -> HookBacklog

@@ -177,12 +177,15 @@ public struct SyncEngine: Sendable {
     private func apply(_ plan: SyncPlan, target: TargetConfig, source: any Source, destination: Destination,
                        progress: TransferProgress, report: inout RunReport) async throws {
         let name = target.name
-        let committer = StateCommitter(store: state, target: name)
+        let committer = StateCommitter(store: state, target: name, hookRun: target.onChange.isEmpty ? nil : report.runID)
         let trashID = target.trashDays > 0 ? Destination.runID(at: report.startedAt, suffix: "-" + String(UInt32.random(in: 0...UInt32.max), radix: 36)) : nil
         report.trashFolder = trashID.map { "\(target.destination)/.folio/trash/\($0)" }
 
         // Removals: deepest first, each a whole subtree, to the trash.
         if !plan.removals.isEmpty { events.emit(.stage(target: name, stage: .removing)) }
+        // Kept for the hook before they change (a flush: off the cooperative pool), as installs are by the installer.
+        let removedPaths = plan.removals.map(\.item.path)
+        await Blocking.run { committer.keepForHook(removedPaths) }
         var failedRemovals: [RelativePath] = []
         for removal in plan.removals {
             try Task.checkCancellation()
@@ -243,6 +246,8 @@ public struct SyncEngine: Sendable {
 
         // Times: files whose content is unchanged, then folders deepest first (their content is final now).
         events.emit(.stage(target: name, stage: .finishing))
+        let retimedPaths = plan.mtimeFixes.map(\.entry.path)
+        await Blocking.run { committer.keepForHook(retimedPaths) }
         for (entry, local) in plan.mtimeFixes {
             do {
                 // Rewritten here since the scan: left as it is, and unrecorded, so the next run keeps it in the trash.

@@ -150,6 +150,23 @@ public final class StateDatabase: StateStore, Sendable {
                 CREATE INDEX hook_backlog_by_target ON hook_backlog(target, run);
                 """)
         }
+        migrator.registerMigration("5 hook backlog by batch") { db in
+            // Several rows per run: its paths are kept batch by batch before they change (`keepChangesForHook`),
+            // no longer all at its end.
+            try db.execute(sql: """
+                CREATE TABLE hook_backlog_by_batch (
+                    id INTEGER PRIMARY KEY,
+                    run INTEGER NOT NULL,
+                    target TEXT NOT NULL,
+                    paths BLOB NOT NULL
+                );
+                INSERT INTO hook_backlog_by_batch (run, target, paths) SELECT run, target, paths FROM hook_backlog ORDER BY run;
+                DROP TABLE hook_backlog;
+                ALTER TABLE hook_backlog_by_batch RENAME TO hook_backlog;
+                CREATE INDEX hook_backlog_by_target ON hook_backlog(target, run);
+                CREATE INDEX hook_backlog_by_run ON hook_backlog(run);
+                """)
+        }
         return migrator
     }()
 
@@ -287,10 +304,6 @@ public final class StateDatabase: StateStore, Sendable {
                                    arguments: [sourceDigest.map { Int64(bitPattern: $0) }, listingMemo, target])
                     if !keepingChangesForHook {
                         try db.execute(sql: "DELETE FROM hook_backlog WHERE target = ?", arguments: [target])
-                    } else if !report.changedPaths.isEmpty {
-                        var paths: [UInt8] = []
-                        for path in report.changedPaths { path.withBytes { paths.append(contentsOf: $0) }; paths.append(UInt8(ascii: "\n")) }
-                        try db.execute(sql: "INSERT INTO hook_backlog (run, target, paths) VALUES (?, ?, ?)", arguments: [id, target, Data(paths)])
                     }
                     return .commit
                 }
@@ -308,15 +321,35 @@ public final class StateDatabase: StateStore, Sendable {
         }
     }
 
+    /// Why flushed (synchronous = FULL for this commit): the paths must be on disk before the files they name
+    /// change, which a power cut can otherwise reverse (the renames reach the disk, the log's commit does not).
+    public func keepChangesForHook(run: Int64, target: String, paths: [RelativePath]) throws {
+        guard !paths.isEmpty else { return }
+        var lines: [UInt8] = []
+        for path in paths { path.withBytes { lines.append(contentsOf: $0) }; lines.append(UInt8(ascii: "\n")) }
+        try perform {
+            try queue.writeWithoutTransaction { db in
+                // Why outside the transaction: SQLite ignores a change of `synchronous` inside one.
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+                defer { try? db.execute(sql: "PRAGMA synchronous = NORMAL") }
+                try db.inTransaction {
+                    try db.execute(sql: "INSERT INTO hook_backlog (run, target, paths) VALUES (?, ?, ?)", arguments: [run, target, Data(lines)])
+                    return .commit
+                }
+            }
+        }
+    }
+
     public func pendingHookChanges(of target: String, before run: Int64?) throws -> HookBacklog {
         try perform {
             try queue.read { db in
                 var backlog = HookBacklog(runs: [], paths: [])
                 var seen = Set<RelativePath>()
-                let rows = try Row.fetchAll(db, sql: "SELECT run, paths FROM hook_backlog WHERE target = ? AND run < ? ORDER BY run",
+                let rows = try Row.fetchAll(db, sql: "SELECT run, paths FROM hook_backlog WHERE target = ? AND run < ? ORDER BY run, id",
                                             arguments: [target, run ?? Int64.max])
                 for row in rows {
-                    backlog.runs.append(row[0])
+                    let kept: Int64 = row[0]
+                    if backlog.runs.last != kept { backlog.runs.append(kept) }
                     let bytes: Data = row[1]
                     for line in bytes.split(separator: UInt8(ascii: "\n")) {
                         if let path = try? RelativePath(validating: [UInt8](line)), seen.insert(path).inserted { backlog.paths.append(path) }

@@ -399,6 +399,28 @@ final class DaemonTests: XCTestCase {
 
     /// A stop skips the hook of the run under way; what that run installed reaches the next daemon's hook, once.
     func testPathsOfARunStoppedBeforeItsHookReachTheNextDaemonsHook() throws {
+        let (daemon, out) = try hookedDaemonMidRun()
+        terminate(daemon)
+        XCTAssertTrue(daemon.log.contains("docs: interrupted after "), daemon.log)
+        XCTAssertNil(text(out + "/calls"), "a stop skips the hook")
+        try assertTheNextDaemonsHookGetsTheStoppedRunsPaths(out: out)
+    }
+
+    /// `kill -9` mid-run (or a power cut) ends the run before its end is recorded, and before the record of
+    /// small.txt is written (a batch waits for more files or a second): the next run adopts small.txt as
+    /// already there, yet its hook still gets it, as the run kept it for the hook before installing it.
+    func testPathsOfARunKilledMidRunReachTheNextDaemonsHook() throws {
+        let (daemon, out) = try hookedDaemonMidRun()
+        daemon.signal(SIGKILL)
+        XCTAssertEqual(daemon.waitForExit(seconds: 10), 128 + SIGKILL)
+        XCTAssertNil(text(out + "/calls"))
+        try assertTheNextDaemonsHookGetsTheStoppedRunsPaths(out: out)
+    }
+
+    /// A daemon syncing small.txt and a 1 GiB big.bin into dst-docs, with a hook that appends its input to
+    /// `hook-out/paths` and its target to `hook-out/calls`; returned once small.txt is in place and big.bin under
+    /// way, with `hook-out`'s path.
+    private func hookedDaemonMidRun() throws -> (DaemonProcess, out: String) {
         let size = makeBigSource()
         let dst = scratch.path("dst-docs")
         let hook = scratch.path("hook.sh"), out = scratch.path("hook-out")
@@ -408,10 +430,12 @@ final class DaemonTests: XCTestCase {
         writeConfig(target("docs", extra: "on-change = [\"\(hook)\", \"\(out)\", \"{target}\"]"))
         let daemon = try startDaemon()
         eventually(30, "small.txt in place and the big file under way") { fileSize(dst + "/small.txt") == 5 && partialBytes() > size / 4 }
-        terminate(daemon)
-        XCTAssertTrue(daemon.log.contains("docs: interrupted after "), daemon.log)
-        XCTAssertNil(text(out + "/calls"), "a stop skips the hook")
+        return (daemon, out)
+    }
 
+    /// Starts the daemon again: the hook after its run gets the stopped run's small.txt with its own big.bin, and
+    /// no hook runs after the unchanged runs that follow.
+    private func assertTheNextDaemonsHookGetsTheStoppedRunsPaths(out: String) throws {
         let next = try startDaemon(log: "daemon2.log")
         eventually(120, "the hook after the next run") { text(out + "/calls") == "docs\n" }
         XCTAssertEqual(text(out + "/paths")?.split(separator: "\n").sorted(), ["big.bin", "small.txt"], "the stopped run's path too")

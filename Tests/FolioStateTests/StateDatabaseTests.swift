@@ -74,22 +74,26 @@ final class StateDatabaseTests: XCTestCase {
         XCTAssertTrue(plan.contains { $0.contains("entry_folder") }, "\(plan)")
     }
 
-    /// The changes a run keeps for its hook: the runs' paths before a given run, each once, oldest first, until
-    /// forgotten by run (a later run's stay for its own hook); a run of a target without a hook forgets them all,
-    /// and so does pointing the target at another tree.
+    /// The changes runs keep for their hook, batch by batch: the runs' paths before a given run, each once, oldest
+    /// first, until forgotten by run (a later run's stay for its own hook); a run of a target without a hook
+    /// forgets them all, and so does pointing the target at another tree.
     func testChangesKeptForTheHookUntilAHookHasHadThem() throws {
         let folder = TemporaryDirectory("state")
         let database = try StateDatabase(directory: folder.path)
-        func finish(_ paths: [String], keep: Bool = true, source: String = "/s") throws -> Int64 {
+        func finish(_ batches: [String]..., keep: Bool = true, source: String = "/s") throws -> Int64 {
             let id = try database.beginRun(target: "t", source: source, destination: "/d", trigger: .automatic, startedAt: Date())
             var report = RunReport(target: "t")
-            report.changedPaths = try paths.map { try RelativePath(validating: $0) }
-            report.downloaded = paths.count
+            for batch in batches where keep {
+                let paths = try batch.map { try RelativePath(validating: $0) }
+                try database.keepChangesForHook(run: id, target: "t", paths: paths)
+                report.changedPaths += paths
+            }
+            report.downloaded = report.changedPaths.count
             try database.finishRun(id: id, target: "t", report: report, sourceDigest: nil, listingMemo: nil, keepingChangesForHook: keep)
             return id
         }
-        let first = try finish(["b.txt", "sub dir/caf\u{E9}.txt"])
-        let second = try finish(["a.txt", "b.txt"])
+        let first = try finish(["b.txt"], ["sub dir/caf\u{E9}.txt"])
+        let second = try finish(["a.txt", "b.txt"], [], ["a.txt"])
         let third = try finish(["c.txt"])
         let backlog = try database.pendingHookChanges(of: "t", before: third)
         XCTAssertEqual(backlog.runs, [first, second])
@@ -103,6 +107,26 @@ final class StateDatabaseTests: XCTestCase {
         _ = try finish(["e.txt"])
         _ = try finish(["f.txt"], source: "/elsewhere")
         XCTAssertEqual(try database.pendingHookChanges(of: "t", before: nil).paths.map(\.description), ["f.txt"], "the old tree's paths are gone")
+    }
+
+    /// Paths a version 4 database kept for a hook (one row per run) are still there, for the hook, after the
+    /// upgrade to rows by batch.
+    func testPathsKeptByAnOlderVersionSurviveTheUpgrade() throws {
+        let folder = TemporaryDirectory("state")
+        let queue = try DatabaseQueue(path: folder.path + "/state.sqlite")
+        try StateDatabase.migrator.migrate(queue, upTo: "4 hook backlog")
+        try queue.write { db in
+            try db.execute(sql: "INSERT INTO hook_backlog (run, target, paths) VALUES (7, 't', ?), (9, 't', ?)",
+                           arguments: [Data("a.txt\nb.txt\n".utf8), Data("c.txt\n".utf8)])
+        }
+        try queue.close()
+        let database = try StateDatabase(directory: folder.path)
+        let backlog = try database.pendingHookChanges(of: "t", before: nil)
+        XCTAssertEqual(backlog.runs, [7, 9])
+        XCTAssertEqual(backlog.paths.map(\.description), ["a.txt", "b.txt", "c.txt"])
+        try database.keepChangesForHook(run: 9, target: "t", paths: [try RelativePath(validating: "d.txt")])
+        try database.forgetHookChanges(HookBacklog(runs: [9], paths: []))
+        XCTAssertEqual(try database.pendingHookChanges(of: "t", before: nil).paths.map(\.description), ["a.txt", "b.txt"], "run 9 forgotten, both its rows")
     }
 
     /// A run that closes the database leaves its commits in the write-ahead log, unflushed (no checkpoint, no

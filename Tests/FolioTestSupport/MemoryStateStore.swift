@@ -53,12 +53,13 @@ public final class MemoryStateStore: StateStore, Sendable {
             storage.runs[Int(id)].result = report.result
             storage.digests[target] = sourceDigest
             if let listingMemo { storage.memos[target] = listingMemo }
-            if !keepingChangesForHook {
-                storage.hookBacklog.removeAll { $0.target == target }
-            } else if !report.changedPaths.isEmpty {
-                storage.hookBacklog.append((id, target, report.changedPaths))
-            }
+            if !keepingChangesForHook { storage.hookBacklog.removeAll { $0.target == target } }
         }
+    }
+
+    public func keepChangesForHook(run: Int64, target: String, paths: [RelativePath]) throws {
+        guard !paths.isEmpty else { return }
+        storage.withLock { $0.hookBacklog.append((run, target, paths)) }
     }
 
     public func pendingHookChanges(of target: String, before run: Int64?) throws -> HookBacklog {
@@ -66,7 +67,7 @@ public final class MemoryStateStore: StateStore, Sendable {
             var backlog = HookBacklog(runs: [], paths: [])
             var seen = Set<RelativePath>()
             for kept in storage.hookBacklog where kept.target == target && kept.run < run ?? Int64.max {
-                backlog.runs.append(kept.run)
+                if backlog.runs.last != kept.run { backlog.runs.append(kept.run) }
                 backlog.paths += kept.paths.filter { seen.insert($0).inserted }
             }
             return backlog
