@@ -399,7 +399,8 @@ final class DaemonTests: XCTestCase {
 
     /// A stop skips the hook of the run under way; what that run installed reaches the next daemon's hook, once.
     func testPathsOfARunStoppedBeforeItsHookReachTheNextDaemonsHook() throws {
-        let (daemon, out) = try hookedDaemonMidRun()
+        let server = try NginxServer()
+        let (daemon, out) = try hookedDaemonMidRun(from: server)
         terminate(daemon)
         XCTAssertTrue(daemon.log.contains("docs: interrupted after "), daemon.log)
         XCTAssertNil(text(out + "/calls"), "a stop skips the hook")
@@ -410,26 +411,37 @@ final class DaemonTests: XCTestCase {
     /// small.txt is written (a batch waits for more files or a second): the next run adopts small.txt as
     /// already there, yet its hook still gets it, as the run kept it for the hook before installing it.
     func testPathsOfARunKilledMidRunReachTheNextDaemonsHook() throws {
-        let (daemon, out) = try hookedDaemonMidRun()
+        let server = try NginxServer()
+        let (daemon, out) = try hookedDaemonMidRun(from: server)
         daemon.signal(SIGKILL)
         XCTAssertEqual(daemon.waitForExit(seconds: 10), 128 + SIGKILL)
         XCTAssertNil(text(out + "/calls"))
         try assertTheNextDaemonsHookGetsTheStoppedRunsPaths(out: out)
     }
 
-    /// A daemon syncing small.txt and a 1 GiB big.bin into dst-docs, with a hook that appends its input to
-    /// `hook-out/paths` and its target to `hook-out/calls`; returned once small.txt is in place and big.bin under
-    /// way, with `hook-out`'s path.
-    private func hookedDaemonMidRun() throws -> (DaemonProcess, out: String) {
-        let size = makeBigSource()
+    /// A daemon syncing small.txt and a 1 MiB big.bin from `server`'s `/slow/` (256 KiB/s a connection, so that
+    /// the run is under way for seconds, not the moment a local 1 GiB copy can take) into dst-docs, with a hook
+    /// that appends its input to `hook-out/paths` and its target to `hook-out/calls`; returned once small.txt is
+    /// in place and big.bin under way, with `hook-out`'s path.
+    private func hookedDaemonMidRun(from server: NginxServer) throws -> (DaemonProcess, out: String) {
+        FixtureTree.write(server.servedRoot, "small.txt", "small")
+        FixtureTree.write(server.servedRoot, "big.bin", FixtureTree.bytes(count: 1 << 20, seed: 3))
         let dst = scratch.path("dst-docs")
         let hook = scratch.path("hook.sh"), out = scratch.path("hook-out")
         FixtureTree.makeFolder(scratch.path(""), "hook-out")
         FixtureTree.write(scratch.path(""), "hook.sh", "#!/bin/sh\ncat >> \"$1/paths\"\necho \"$2\" >> \"$1/calls\"\n")
         chmod(hook, 0o755)
-        writeConfig(target("docs", extra: "on-change = [\"\(hook)\", \"\(out)\", \"{target}\"]"))
+        writeConfig("""
+            [[target]]
+            name = "docs"
+            source = "\(server.url("slow"))"
+            destination = "\(dst)"
+            mode = "automatic"
+            interval = "1s"
+            on-change = ["\(hook)", "\(out)", "{target}"]
+            """)
         let daemon = try startDaemon()
-        eventually(30, "small.txt in place and the big file under way") { fileSize(dst + "/small.txt") == 5 && partialBytes() > size / 4 }
+        eventually(30, "small.txt in place and the big file under way") { fileSize(dst + "/small.txt") == 5 && partialBytes() > 1 << 18 }
         return (daemon, out)
     }
 
