@@ -1,9 +1,9 @@
+import CFolioSys
 import Dispatch
 import FolioCore
 import Foundation
 import Glibc
 import Logging
-import Synchronization
 
 /// A target's `on-change` command, run once after a run that changed something (or after any run while an earlier
 /// run's paths wait for it, see `runForPendingChanges`), with the changed paths on its standard input (one per
@@ -105,7 +105,7 @@ struct ChangeHook: Sendable {
             await withCheckedContinuation { continuation in
                 // Writing to a pipe and waiting for a child block: on a dispatch thread, never on the cooperative pool.
                 DispatchQueue.global().async {
-                    input.withUnsafeBytes { FileDescriptorOutput.writeAll($0, to: stdinWriter) }  // EPIPE: the hook did not want the list
+                    Self.feed(input, to: stdinWriter, whileRunning: pid)
                     close(stdinWriter)
                     var info = siginfo_t()
                     // Wait for the exit without reaping: the zombie keeps the pid reserved until the lock below.
@@ -140,6 +140,29 @@ struct ChangeHook: Sendable {
         return .failed
     }
 
+    /// Writes the paths to the hook's standard input for as long as the hook runs. Why not one blocking write: a
+    /// hook that ends while a child it started holds that input without reading it (`some-daemon &`) would leave
+    /// the write blocked for good once the pipe is full (64 KiB), and with it the target's next run, which waits
+    /// for the hook. The rest is dropped once the hook has ended, as it is on EPIPE (it did not want the list).
+    private static func feed(_ bytes: [UInt8], to fd: Int32, whileRunning pid: pid_t) {
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                if written >= 0 {
+                    offset += written
+                } else if errno == EAGAIN {
+                    // Full: wait for the reader, looking every 100 ms whether the hook is still there.
+                    var ready = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                    if poll(&ready, 1, 100) == 0, folio_child_has_ended(pid) != 0 { return }
+                } else if errno != EINTR {
+                    return
+                }
+            }
+        }
+    }
+
     /// How long a hook may take to end after SIGTERM when the daemon stops.
     private static let killAfterSeconds = 4
 
@@ -154,17 +177,11 @@ struct ChangeHook: Sendable {
         case failure(String)
     }
 
-    /// Why a lock around pipe and spawn: Glibc's module does not export pipe2, so the pipe is made close-on-exec
-    /// in a second step; were two hooks spawned at once, one child could inherit the other's write end and that
-    /// hook would never see the end of its input. Spawning one at a time closes that window.
-    private static let spawnLock = Mutex(())
-
     /// Starts the command with a pipe on its standard input; its output goes where the daemon's goes (the journal).
+    /// Why no lock around pipe and spawn, although Glibc's module does not export pipe2 (the pipe is made
+    /// close-on-exec in a second step): a hook starts with every descriptor past standard error closed, so one
+    /// spawned at the same moment cannot inherit another's write end (and that hook never see its input end).
     private static func spawn(_ arguments: [String], outputToStandardError: Bool) -> Spawned {
-        spawnLock.withLock { _ in spawnLocked(arguments, outputToStandardError: outputToStandardError) }
-    }
-
-    private static func spawnLocked(_ arguments: [String], outputToStandardError: Bool) -> Spawned {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { return .failure(String(cString: strerror(errno))) }
         _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
@@ -175,6 +192,14 @@ struct ChangeHook: Sendable {
         // dup2 clears O_CLOEXEC on the child's stdin; both pipe ends are otherwise closed at exec.
         posix_spawn_file_actions_adddup2(&actions, fds[0], STDIN_FILENO)
         if outputToStandardError { posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO) }
+        // Only standard input, output and error: a descriptor Folio inherited open (its starter's socket, say)
+        // would otherwise pass to the hook and to whatever the hook leaves running, and be held open by them.
+        let closing = folio_spawn_close_from(&actions, 3)
+        guard closing == 0 else {
+            close(fds[0])
+            close(fds[1])
+            return .failure(String(cString: strerror(closing)))
+        }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

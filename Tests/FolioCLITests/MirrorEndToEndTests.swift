@@ -378,6 +378,29 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("hook.out")), "its paths were delivered: no hook")
     }
 
+    /// A hook that ends while a child it started holds its standard input, unread (a service it launches), past a
+    /// full pipe of paths: the run still ends (the write to the hook stopped when the hook ended; it blocked for
+    /// good before, and the target's next run with it).
+    func testAHookWhoseChildHoldsItsInputStillEnds() throws {
+        let longName = String(repeating: "n", count: 120)
+        for i in 0..<600 { FixtureTree.write(work.path("src"), "\(longName)-\(i).txt", "\(i)") }
+        let pidFile = work.path("child.pid")
+        let config = hookedConfig("exec 3<&0; sleep 60 <&3 >/dev/null 2>&1 & echo $! > \(pidFile); exit 0")
+        defer {
+            if let pid = FixtureTree.read(pidFile).flatMap({ pid_t(String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) }) {
+                kill(pid, SIGKILL)
+            }
+        }
+        let running = FolioBinary.start(["sync", "--now"] + config, environment: environment)
+        let deadline = Date().addingTimeInterval(20)
+        while running.process.isRunning && Date() < deadline { usleep(50_000) }
+        if running.process.isRunning { running.process.terminate() }
+        running.process.waitUntilExit()
+        XCTAssertEqual(running.process.terminationReason, .exit, "folio ended on its own within 20 s")
+        XCTAssertEqual(running.process.terminationStatus, 0)
+        XCTAssertNotNil(FixtureTree.read(pidFile), "the hook ran")
+    }
+
     /// Ctrl-C during `sync --now`'s hook (SIGINT to folio and to the hook, as a terminal sends it) keeps the
     /// run's paths: the next run's hook gets them with its own. A hook that ends on its own forgets them.
     func testPathsOfAHookCutShortByCtrlCReachTheNextRunsHook() throws {
