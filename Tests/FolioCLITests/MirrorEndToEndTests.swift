@@ -361,12 +361,17 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("hook.out")), "nothing changed, no hook")
     }
 
+    /// 600 source files whose paths, a line each, pass a pipe's 64 KiB: a hook's input that cannot all wait in the pipe.
+    private func writeMoreThanAPipeOfPaths() {
+        let longName = String(repeating: "n", count: 120)
+        for i in 0..<600 { FixtureTree.write(work.path("src"), "\(longName)-\(i).txt", "\(i)") }
+    }
+
     /// A hook that does not read its input (`systemctl reload`, a script that ignores it) is a hook that
     /// succeeded: `sync --now` is not killed by SIGPIPE writing the paths to it (it exited 141, and the next run
     /// ran the hook again for the same paths). Over 64 KiB of paths, so that the write meets the closed pipe.
     func testAHookThatIgnoresItsInputSucceeds() throws {
-        let longName = String(repeating: "n", count: 120)
-        for i in 0..<600 { FixtureTree.write(work.path("src"), "\(longName)-\(i).txt", "\(i)") }
+        writeMoreThanAPipeOfPaths()
         let config = hookedConfig("exec 0<&-; echo ran > \(work.path("hook.out"))")
         let first = FolioBinary.run(["sync", "--now"] + config, environment: environment)
         XCTAssertEqual(first.status, 0, first.stderr)
@@ -382,8 +387,7 @@ final class MirrorEndToEndTests: XCTestCase {
     /// full pipe of paths: the run still ends (the write to the hook stopped when the hook ended; it blocked for
     /// good before, and the target's next run with it).
     func testAHookWhoseChildHoldsItsInputStillEnds() throws {
-        let longName = String(repeating: "n", count: 120)
-        for i in 0..<600 { FixtureTree.write(work.path("src"), "\(longName)-\(i).txt", "\(i)") }
+        writeMoreThanAPipeOfPaths()
         let pidFile = work.path("child.pid")
         let config = hookedConfig("exec 3<&0; sleep 60 <&3 >/dev/null 2>&1 & echo $! > \(pidFile); exit 0")
         let running = FolioBinary.start(["sync", "--now"] + config, environment: environment)
