@@ -163,7 +163,7 @@ final class ConsoleReporter: SyncEventSink, @unchecked Sendable {
                 write(String(repeating: "\u{1B}[1A\u{1B}[2K", count: state.drawnLines) + "\r")
                 state.drawnLines = 0
             }
-            if toError { FileHandle.standardError.write(Data((line + "\n").utf8)) } else { write(line + "\n") }
+            if toError { FileDescriptorOutput.writeToStandardError(line + "\n") } else { write(line + "\n") }
             if mode == .terminal { redraw(&state) }
         }
     }

@@ -30,7 +30,7 @@ struct DaemonCommand: AsyncParsableCommand {
         } catch {
             // Exit 2 (not ArgumentParser's 1): folio.service has RestartPreventExitStatus=2, so systemd does not
             // restart a daemon in a loop over a configuration only a person can fix.
-            FileHandle.standardError.write(Data("folio: \(error.description)\n".utf8))
+            FileDescriptorOutput.writeToStandardError("folio: \(error.description)\n")
             throw ExitStatus.usage.exitCode
         }
         // Read the notify socket, then hide it from children (on-change hooks must not talk to systemd for us),

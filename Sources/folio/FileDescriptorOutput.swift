@@ -14,4 +14,11 @@ enum FileDescriptorOutput {
             offset += written
         }
     }
+
+    /// Writes `text` to standard error. Why not `FileHandle.standardError.write`: Folio ignores SIGPIPE, and
+    /// Foundation's write traps on EPIPE (SIGILL) where this drops the text, as the closed reader asks.
+    static func writeToStandardError(_ text: String) {
+        var text = text
+        text.withUTF8 { writeAll(UnsafeRawBufferPointer($0), to: STDERR_FILENO) }
+    }
 }

@@ -29,7 +29,8 @@ struct Folio: AsyncParsableCommand {
         _ = folio_reserve_descriptor_table(1023)
         // A hook that exits without reading the paths on its standard input (`systemctl reload`, a script that
         // ignores them) must not kill the daemon or `sync --now` with SIGPIPE (exit 141, the hook then run again
-        // next time), nor a reader of the output that goes away stop a run midway: the write fails, and is dropped.
+        // next time), nor a reader of the output that goes away stop a run midway: the write fails, and is dropped
+        // (every write to standard output and error goes through write(2) or stdio, neither of which traps).
         signal(SIGPIPE, SIG_IGN)
         do {
             var command = try parseAsRoot()
@@ -39,7 +40,7 @@ struct Folio: AsyncParsableCommand {
                 try command.run()
             }
         } catch let error as CLIError {
-            FileHandle.standardError.write(Data("folio: \(error)\n".utf8))
+            FileDescriptorOutput.writeToStandardError("folio: \(error)\n")
             Foundation.exit(ExitStatus.usage.rawValue)
         } catch let error as ExitCode {
             Foundation.exit(error.rawValue)
@@ -50,7 +51,7 @@ struct Folio: AsyncParsableCommand {
                 print(message)
                 Foundation.exit(0)
             }
-            FileHandle.standardError.write(Data((message.hasPrefix("Error: ") ? "folio: " + message.dropFirst(7) : message + "").utf8 + [0x0A]))
+            FileDescriptorOutput.writeToStandardError((message.hasPrefix("Error: ") ? "folio: " + message.dropFirst(7) : message) + "\n")
             Foundation.exit(code.rawValue == 64 ? ExitStatus.usage.rawValue : code.rawValue)
         }
     }

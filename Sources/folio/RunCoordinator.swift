@@ -30,7 +30,7 @@ struct RunCoordinator {
         do {
             database = try await Blocking.run { () throws(StateError) in try StateDatabase(directory: directory) }
         } catch {
-            FileHandle.standardError.write(Data("folio: \(error.message)\n".utf8))
+            FileDescriptorOutput.writeToStandardError("folio: \(error.message)\n")
             return .runFailed
         }
         let engine = SyncEngine(state: database, events: reporter)

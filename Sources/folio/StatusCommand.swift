@@ -30,7 +30,7 @@ struct StatusCommand: ParsableCommand {
         do {
             database = try StateDatabase(directory: directory)
         } catch {
-            FileHandle.standardError.write(Data("folio: \(error.message)\n".utf8))
+            FileDescriptorOutput.writeToStandardError("folio: \(error.message)\n")
             throw ExitStatus.runFailed.exitCode
         }
         // A run whose process is gone (kill -9, a crash, a power cut) never recorded its end: it was interrupted.

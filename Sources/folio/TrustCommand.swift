@@ -59,7 +59,7 @@ struct TrustCommand: ParsableCommand {
 
     /// One line on standard error, then exit status 1.
     private func fail(_ message: String) throws -> Never {
-        FileHandle.standardError.write(Data("folio: \(message)\n".utf8))
+        FileDescriptorOutput.writeToStandardError("folio: \(message)\n")
         throw ExitCode(1)
     }
 }

@@ -284,6 +284,20 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst")))
     }
 
+    /// Standard error a pipe whose reader has gone (`folio … 2>&1 | head -0`): the documented exit code, not
+    /// SIGPIPE's 141 (before Folio ignored SIGPIPE) nor SIGILL's 132 (Foundation's write traps on EPIPE).
+    func testAClosedStandardErrorChangesNoExitCode() throws {
+        let script = """
+            import os, subprocess, sys
+            reader, writer = os.pipe()
+            os.close(reader)
+            for arguments in (["mirror", "", sys.argv[2]], ["sync", "--now", "--config", sys.argv[3]], ["bogus"]):
+                print(subprocess.run([sys.argv[1]] + arguments, stdout=subprocess.DEVNULL, stderr=writer).returncode)
+            """
+        let outcome = try LoopbackServer.run("/usr/bin/python3", ["-c", script, FolioBinary.path, work.path("dst"), work.path("missing.toml")])
+        XCTAssertEqual(outcome.split(separator: "\n"), ["2", "2", "2"])
+    }
+
     /// Two values that got a misleading line: a --webdav value other than auto, true or false ("strings need
     /// quotes"), and a --config that is a folder ("check its permissions").
     func testAWrongWebDAVValueOrAFolderForConfigGetsALineThatSaysSo() throws {
