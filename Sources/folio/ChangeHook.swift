@@ -101,11 +101,11 @@ struct ChangeHook: Sendable {
                 Self.signal(pid, SIGKILL, unless: reaped)
             }
         }
-        let status: Int32 = await withTaskCancellationHandler {
+        let (status, unwritten): (Int32, Int?) = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 // Writing to a pipe and waiting for a child block: on a dispatch thread, never on the cooperative pool.
                 DispatchQueue.global().async {
-                    Self.feed(input, to: stdinWriter, whileRunning: pid)
+                    let unwritten = Self.feed(input, to: stdinWriter, whileRunning: pid)
                     close(stdinWriter)
                     var info = siginfo_t()
                     // Wait for the exit without reaping: the zombie keeps the pid reserved until the lock below.
@@ -116,7 +116,7 @@ struct ChangeHook: Sendable {
                         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
                         return status
                     }
-                    continuation.resume(returning: status)
+                    continuation.resume(returning: (status, unwritten))
                 }
             }
         } onCancel: {
@@ -126,6 +126,9 @@ struct ChangeHook: Sendable {
             DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(Self.killAfterSeconds)) {
                 Self.signal(pid, SIGKILL, unless: reaped)
             }
+        }
+        if let unwritten {
+            logger.warning("\(target): on-change hook \(arguments[0]) ended, and what it left running held its input unread for \(Self.unreadInputPatience); \(unwritten) of \(changedPaths.count) paths were not written to it")
         }
         let exited = status & 0x7f == 0
         if exited && (status >> 8) & 0xff == 0 {
@@ -140,28 +143,43 @@ struct ChangeHook: Sendable {
         return .failed
     }
 
-    /// Writes the paths to the hook's standard input for as long as the hook runs. Why not one blocking write: a
-    /// hook that ends while a child it started holds that input without reading it (`some-daemon &`) would leave
-    /// the write blocked for good once the pipe is full (64 KiB), and with it the target's next run, which waits
-    /// for the hook. The rest is dropped once the hook has ended, as it is on EPIPE (it did not want the list).
-    private static func feed(_ bytes: [UInt8], to fd: Int32, whileRunning pid: pid_t) {
+    /// Writes the paths to the hook's standard input. Why not one blocking write: a hook that ends while
+    /// something it started holds that input without reading it (`some-daemon &`) would leave the write blocked
+    /// for good once the pipe is full (64 KiB), and with it the target's next run, which waits for the hook. So
+    /// the write gives up, and returns how many paths it did not write, once the hook has ended and nothing has
+    /// read for `unreadInputPatience`; a reader that is slow but reads gets every path. A reader that closes the
+    /// pipe (EPIPE: a hook that does not want the list) ends it too, and returns nil like a complete write.
+    private static func feed(_ bytes: [UInt8], to fd: Int32, whileRunning pid: pid_t) -> Int? {
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        bytes.withUnsafeBytes { buffer in
+        return bytes.withUnsafeBytes { buffer -> Int? in
             var offset = 0
+            // Since when the hook has been seen ended with nothing read (nil while it runs, or since a read).
+            var stalledSince: ContinuousClock.Instant?
             while offset < buffer.count {
                 let written = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
                 if written >= 0 {
                     offset += written
+                    stalledSince = nil
                 } else if errno == EAGAIN {
-                    // Full: wait for the reader, looking every 100 ms whether the hook is still there.
+                    // Full: wait for the reader, looking every 100 ms whether the hook is still there. Why it may
+                    // go on past the hook's end: what the hook started may be reading.
                     var ready = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                    if poll(&ready, 1, 100) == 0, folio_child_has_ended(pid) != 0 { return }
+                    guard poll(&ready, 1, 100) <= 0, folio_child_has_ended(pid) != 0 else { continue }
+                    let now = ContinuousClock.now
+                    if let since = stalledSince, now - since >= unreadInputPatience {
+                        return buffer[offset...].reduce(0) { $0 + ($1 == UInt8(ascii: "\n") ? 1 : 0) }
+                    }
+                    stalledSince = stalledSince ?? now
                 } else if errno != EINTR {
-                    return
+                    return nil
                 }
             }
+            return nil
         }
     }
+
+    /// How long the paths wait for a reader once the hook has ended (see `feed`).
+    static let unreadInputPatience = Duration.seconds(5)
 
     /// How long a hook may take to end after SIGTERM when the daemon stops.
     private static let killAfterSeconds = 4

@@ -398,8 +398,8 @@ final class MirrorEndToEndTests: XCTestCase {
     }
 
     /// A hook that ends while a child it started holds its standard input, unread (a service it launches), past a
-    /// full pipe of paths: the run still ends (the write to the hook stopped when the hook ended; it blocked for
-    /// good before, and the target's next run with it).
+    /// full pipe of paths: the run still ends, 5 s after the hook, and says what was not written (the write
+    /// blocked for good before, and the target's next run with it).
     func testAHookWhoseChildHoldsItsInputStillEnds() throws {
         writeMoreThanAPipeOfPaths()
         let pidFile = work.path("child.pid")
@@ -415,6 +415,26 @@ final class MirrorEndToEndTests: XCTestCase {
         running.process.waitUntilExit()
         XCTAssertTrue(endedOnItsOwn, "folio ended within 20 s, with the hook's child still holding the hook's input")
         XCTAssertEqual(running.process.terminationStatus, 0)
+        let stderr = String(decoding: running.standardErrorPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        XCTAssertTrue(stderr.contains("held its input unread for 5.0 seconds; ") && stderr.contains(" of 600 paths were not written to it"), stderr)
+    }
+
+    /// A hook that hands its input to something it starts and ends: that reader, slow but reading, gets every path
+    /// (the write gave up at the hook's end once the pipe had been full for 100 ms, and 92 of 600 were lost).
+    func testAHookWhoseChildReadsItsInputSlowlyGetsEveryPath() throws {
+        writeMoreThanAPipeOfPaths()
+        let got = work.path("got")
+        let config = hookedConfig("exec 3<&0; (while read p; do echo \\\"$p\\\" >> \(got); sleep 0.005; done <&3 >/dev/null 2>&1 &); exit 0")
+        let first = FolioBinary.run(["sync", "--now"] + config, environment: environment)
+        XCTAssertEqual(first.status, 0, first.stderr)
+        var lines: [Substring] = []
+        for _ in 0..<600 {
+            lines = (FixtureTree.read(got).map { String(decoding: $0, as: UTF8.self) } ?? "").split(separator: "\n")
+            if lines.count >= 600 { break }
+            usleep(50_000)
+        }
+        XCTAssertEqual(lines.count, 600)
+        XCTAssertEqual(Set(lines).count, 600)
     }
 
     /// Ctrl-C during `sync --now`'s hook (SIGINT to folio and to the hook, as a terminal sends it) keeps the

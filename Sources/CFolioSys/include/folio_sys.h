@@ -12,6 +12,7 @@
 #include <sys/vfs.h>
 #include <sys/wait.h>
 #include <spawn.h>
+#include <errno.h>
 #include <string.h>
 
 extern ssize_t copy_file_range(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t len, unsigned int flags);
@@ -92,12 +93,14 @@ static inline int folio_spawn_close_from(posix_spawn_file_actions_t *actions, in
     return posix_spawn_file_actions_addclosefrom_np(actions, from);
 }
 
-/// Whether child `pid` has ended, without reaping it (WNOWAIT: its pid stays reserved for whoever reaps it). A
-/// shim because the answer is siginfo_t's si_pid, which sits in a union Swift does not import by name.
+/// Whether child `pid` has ended, without reaping it (WNOWAIT: its pid stays reserved for whoever reaps it); one
+/// already reaped (ECHILD) has too. A shim because the answer is siginfo_t's si_pid, which sits in a union Swift
+/// does not import by name.
 static inline int folio_child_has_ended(pid_t pid) {
     siginfo_t info;
     memset(&info, 0, sizeof info);
-    return waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+    if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0) return errno == ECHILD;
+    return info.si_pid == pid;
 }
 
 /// Blocks of 128 KiB and more (a listing's arrays: 6 MB at 100,000 entries) always come from mmap and go back to
