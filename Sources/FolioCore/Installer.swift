@@ -159,7 +159,15 @@ final class Installer: Sendable {
     }
 
     private func install(_ batch: [Sealed], into tally: inout Tally) {
-        committer.keepForHook(batch.map(\.download.entry.path))
+        if let held = committer.keepForHook(batch.map(\.download.entry.path)) {
+            // The partial files stay, complete: the next run installs them without fetching them again.
+            for sealed in batch {
+                tally.failures.append((sealed.download.entry.path, held))
+                tally.keepPartials.insert(sealed.partialName)
+                events.emit(.fileFailed(target: target, path: sealed.download.entry.path, message: held))
+            }
+            return
+        }
         let results = destination.moveIntoPlace(batch.map { ($0.partialName, $0.download.entry.path, $0.download.replacing) }, runID: runID)
         for (sealed, placement) in zip(batch, results) {
             let entry = sealed.download.entry

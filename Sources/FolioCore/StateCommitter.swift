@@ -47,15 +47,20 @@ final class StateCommitter: Sendable {
     }
 
     /// Keeps `paths` for the target's hook, if it has one, and waits until they are on disk: call it before
-    /// changing them. Blocking. A failure fails the run, as a failed commit does; the changes go ahead.
-    func keepForHook(_ paths: [RelativePath]) {
-        guard let hookRun, !paths.isEmpty else { return }
+    /// changing them. Blocking. Returns nil once they are kept (or the target has no hook), else why not: the
+    /// caller then leaves those files as they are (a change the hook may never hear of is not made), and the
+    /// run fails, as it does when a commit fails.
+    func keepForHook(_ paths: [RelativePath]) -> String? {
+        guard let hookRun, !paths.isEmpty else { return nil }
         // Why on the writer: one writer for the run's every database write.
-        writer.sync {
+        return writer.sync {
             do {
                 try store.keepChangesForHook(run: hookRun, target: target, paths: paths)
+                return nil
             } catch {
-                failure.withLock { if $0 == nil { $0 = "cannot write the state database: \(error)" } }
+                let message = "cannot write the state database: \(error)"
+                failure.withLock { if $0 == nil { $0 = message } }
+                return "left as it was: its path could not be kept for the on-change hook (\(message))"
             }
         }
     }

@@ -80,7 +80,8 @@ public struct SyncEngine: Sendable {
         return finish(report, runID: runID, started: started, digest: digest, memo: memo, hooked: !target.onChange.isEmpty)
     }
 
-    /// Records the run's end; `hooked` (the target has an `on-change` hook) keeps its changed paths for the hook.
+    /// Records the run's end; without `hooked` (the target has an `on-change` hook), the paths kept for a hook of
+    /// the target are forgotten (it has none any more).
     private func finish(_ report: RunReport, runID: Int64?, started: Date, digest: UInt64?, memo: String? = nil, hooked: Bool) -> RunReport {
         var report = report
         report.seconds = Date().timeIntervalSince(started)
@@ -185,10 +186,16 @@ public struct SyncEngine: Sendable {
         if !plan.removals.isEmpty { events.emit(.stage(target: name, stage: .removing)) }
         // Kept for the hook before they change (a flush: off the cooperative pool), as installs are by the installer.
         let removedPaths = plan.removals.map(\.item.path)
-        await Blocking.run { committer.keepForHook(removedPaths) }
+        let removalsHeld = removedPaths.isEmpty ? nil : await Blocking.run { committer.keepForHook(removedPaths) }
         var failedRemovals: [RelativePath] = []
         for removal in plan.removals {
             try Task.checkCancellation()
+            if let removalsHeld {
+                failedRemovals.append(removal.item.path)
+                report.failures.append((removal.item.path, removalsHeld))
+                events.emit(.fileFailed(target: name, path: removal.item.path, message: removalsHeld))
+                continue
+            }
             do {
                 let changedSinceScan = try destination.discard(removal.item, runID: trashID)
                 committer.forget(removal.item.path)
@@ -236,7 +243,7 @@ public struct SyncEngine: Sendable {
             report.changedPaths += outcome.changedPaths
             destination.removePartials(keeping: outcome.keepPartials)
             if let error = outcome.runError {
-                committer.flush()
+                await Blocking.run { committer.flush() }
                 throw error
             }
         } else {
@@ -247,8 +254,12 @@ public struct SyncEngine: Sendable {
         // Times: files whose content is unchanged, then folders deepest first (their content is final now).
         events.emit(.stage(target: name, stage: .finishing))
         let retimedPaths = plan.mtimeFixes.map(\.entry.path)
-        await Blocking.run { committer.keepForHook(retimedPaths) }
+        let retimesHeld = retimedPaths.isEmpty ? nil : await Blocking.run { committer.keepForHook(retimedPaths) }
         for (entry, local) in plan.mtimeFixes {
+            if let retimesHeld {
+                report.failures.append((entry.path, retimesHeld))
+                continue
+            }
             do {
                 // Rewritten here since the scan: left as it is, and unrecorded, so the next run keeps it in the trash.
                 guard try destination.setFileMtime(entry.path, entry.mtime, ifStill: local) else { continue }

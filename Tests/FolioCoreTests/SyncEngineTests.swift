@@ -51,6 +51,82 @@ final class SyncEngineTests: XCTestCase {
         }
     }
 
+    /// Mirrors three files for a target with a hook, then changes the source so that the next run changes each in
+    /// its own way: a retime (same validator, new time), a removal, a download over the old copy, and a new file.
+    private func mirrorThreeFilesThenChangeTheSource() async {
+        target.onChange = ["/bin/true"]
+        source.setFile("retimed.txt", "same", mtime: FileTime(seconds: 1_600_000_000), validator: "v1")
+        source.setFile("gone.txt", "gone")
+        source.setFile("changed.txt", "one")
+        let first = await run()
+        XCTAssertEqual(first.downloaded, 3)
+        source.setFile("retimed.txt", "same", mtime: FileTime(seconds: 1_600_000_100), validator: "v1")
+        source.remove("gone.txt")
+        source.setFile("changed.txt", "two!")
+        source.setFile("new.txt", "new")
+    }
+
+    /// What the destination holds at `path`: its content and time in seconds, or "absent".
+    private func held(_ path: String) -> String { Self.held(at: destination.path(path)) }
+
+    private static func held(at full: String) -> String {
+        guard let bytes = FixtureTree.read(full) else { return "absent" }
+        return "\(String(decoding: bytes, as: UTF8.self)) \((FixtureTree.mtime(full) ?? 0) / 1_000_000_000)"
+    }
+
+    /// Every path a hooked run changes is kept for the hook while the destination still holds it as before (a
+    /// crash just after a change must not lose its path), and only paths it changes are.
+    func testAHookedRunKeepsEachPathBeforeItChangesIt() async throws {
+        await mirrorThreeFilesThenChangeTheSource()
+        let seen = Locked<[String: String]>([:])
+        let root = destination.path
+        state.observeKeptChanges { paths in
+            for path in paths {
+                let now = Self.held(at: root + "/" + path.description)
+                seen.withLock { $0[path.description] = now }
+            }
+        }
+        let report = await run()
+        XCTAssertEqual(report.result, .synced)
+        XCTAssertEqual(Set(report.changedPaths.map(\.description)), ["retimed.txt", "gone.txt", "changed.txt", "new.txt"])
+        XCTAssertEqual(seen.withLock { $0 }, ["retimed.txt": "same 1600000000", "gone.txt": "gone 1700000000",
+                                              "changed.txt": "one 1700000000", "new.txt": "absent"])
+        XCTAssertEqual(held("retimed.txt"), "same 1600000100")
+        XCTAssertEqual(held("changed.txt"), "two! 1700000000")
+        XCTAssertEqual(held("gone.txt"), "absent")
+    }
+
+    /// Paths that cannot be kept for the hook are not changed: the run fails, the destination is as it was, and
+    /// the next run, able to keep them, makes the changes (the new files from their complete partial files).
+    func testAHookedRunThatCannotKeepItsPathsChangesNothing() async throws {
+        struct Full: Error {}
+        state.observeKeptChanges { _ in throw Full() }
+        target.onChange = ["/bin/true"]
+        source.setFile("a.txt", "a")
+        let first = await run()
+        XCTAssertEqual(first.result, .failed)
+        XCTAssertEqual(held("a.txt"), "absent")
+        XCTAssertEqual(first.failures.map(\.path.description), ["a.txt"])
+        XCTAssertTrue(first.failures[0].message.hasPrefix("left as it was: its path could not be kept for the on-change hook (cannot write the state database: "), first.failures[0].message)
+
+        state.observeKeptChanges(nil)
+        let downloads = source.downloads.count
+        let again = await run()
+        XCTAssertEqual(again.result, .synced)
+        XCTAssertEqual(held("a.txt"), "a 1700000000")
+        XCTAssertEqual(source.downloads.count, downloads, "installed from the partial file kept whole")
+
+        await mirrorThreeFilesThenChangeTheSource()
+        state.observeKeptChanges { _ in throw Full() }
+        let second = await run()
+        XCTAssertEqual(second.result, .failed)
+        XCTAssertEqual(second.changedPaths, [])
+        XCTAssertEqual(held("retimed.txt"), "same 1600000000")
+        XCTAssertEqual(held("gone.txt"), "gone 1700000000")
+        XCTAssertEqual(held("changed.txt"), "one 1700000000")
+        XCTAssertEqual(held("new.txt"), "absent")
+    }
+
     func testInitialSyncThenUnchanged() async throws {
         source.setFile("a.txt", "alpha", mtime: FileTime(seconds: 1_600_000_000, nanoseconds: 5))
         source.setFile("d/e/f.txt", "deep")

@@ -13,8 +13,15 @@ public final class MemoryStateStore: StateStore, Sendable {
     }
 
     private let storage = Locked(Storage())
+    private let keepObserver = Locked<(@Sendable ([RelativePath]) throws -> Void)?>(nil)
 
     public init() {}
+
+    /// Has `observer` see each batch of paths given to `keepChangesForHook`, before they are kept; what it throws
+    /// fails the keep, as a state database that cannot be written does.
+    public func observeKeptChanges(_ observer: (@Sendable ([RelativePath]) throws -> Void)?) {
+        keepObserver.withLock { $0 = observer }
+    }
 
     public func record(of target: String, sharingPathsWith snapshot: Snapshot) throws -> RecordedTree {
         storage.withLock { RecordedTree(Array(($0.records[target] ?? [:]).values)) }
@@ -59,6 +66,7 @@ public final class MemoryStateStore: StateStore, Sendable {
 
     public func keepChangesForHook(run: Int64, target: String, paths: [RelativePath]) throws {
         guard !paths.isEmpty else { return }
+        try keepObserver.withLock { $0 }?(paths)
         storage.withLock { $0.hookBacklog.append((run, target, paths)) }
     }
 
