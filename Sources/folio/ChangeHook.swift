@@ -179,7 +179,7 @@ struct ChangeHook: Sendable {
     }
 
     /// How long the paths wait for a reader once the hook has ended (see `feed`).
-    static let unreadInputPatience = Duration.seconds(5)
+    private static let unreadInputPatience = Duration.seconds(5)
 
     /// How long a hook may take to end after SIGTERM when the daemon stops.
     private static let killAfterSeconds = 4
