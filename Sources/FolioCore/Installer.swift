@@ -160,7 +160,8 @@ final class Installer: Sendable {
 
     private func install(_ batch: [Sealed], into tally: inout Tally) {
         if let held = committer.keepForHook(batch.map(\.download.entry.path)) {
-            // The partial files stay, complete: the next run installs them without fetching them again.
+            // The partial files stay, complete, for the next run: it resumes them, or fetches them again when they
+            // go in a batch (small files over HTTP, or SFTP's tar), whose files always start from nothing.
             for sealed in batch {
                 tally.failures.append((sealed.download.entry.path, held))
                 tally.keepPartials.insert(sealed.partialName)

@@ -52,6 +52,9 @@ final class StateCommitter: Sendable {
     /// run fails, as it does when a commit fails.
     func keepForHook(_ paths: [RelativePath]) -> String? {
         guard let hookRun, !paths.isEmpty else { return nil }
+        // Why not try again after a write failed: the run fails anyway, and a database locked for 30 s would make
+        // each later batch wait that long too, and the downloads behind it.
+        if let earlier = failure.withLock({ $0 }) { return Self.heldBack(because: earlier) }
         // Why on the writer: one writer for the run's every database write.
         return writer.sync {
             do {
@@ -60,9 +63,13 @@ final class StateCommitter: Sendable {
             } catch {
                 let message = "cannot write the state database: \(error)"
                 failure.withLock { if $0 == nil { $0 = message } }
-                return "left as it was: its path could not be kept for the on-change hook (\(message))"
+                return Self.heldBack(because: message)
             }
         }
+    }
+
+    private static func heldBack(because reason: String) -> String {
+        "left as it was: its path could not be kept for the on-change hook (\(reason))"
     }
 
     /// Writes everything pending and waits for it. Blocking: call it off the cooperative pool.

@@ -88,6 +88,8 @@ struct ChangeHook: Sendable {
         // another process). The waiter reaps under the lock after setting `reaped`; signals are sent under the
         // same lock only while it is false.
         let reaped = Locked(false)
+        // Set when the run is being stopped: the paths then wait for no reader once the hook has ended.
+        let stopping = Locked(false)
         // A hook past its time: SIGTERM, then SIGKILL if it lingers. Why: the target's next run waits for it.
         let target = self.target, limit = timeLimit
         let timedOut = Locked(false)
@@ -105,7 +107,7 @@ struct ChangeHook: Sendable {
             await withCheckedContinuation { continuation in
                 // Writing to a pipe and waiting for a child block: on a dispatch thread, never on the cooperative pool.
                 DispatchQueue.global().async {
-                    let unwritten = Self.feed(input, to: stdinWriter, whileRunning: pid)
+                    let unwritten = Self.feed(input, to: stdinWriter, whileRunning: pid, stopping: stopping)
                     close(stdinWriter)
                     var info = siginfo_t()
                     // Wait for the exit without reaping: the zombie keeps the pid reserved until the lock below.
@@ -122,6 +124,7 @@ struct ChangeHook: Sendable {
         } onCancel: {
             // The daemon is stopping and must not leave a child behind: SIGTERM now, SIGKILL if it lingers, so the
             // stop stays within its 10 s.
+            stopping.withLock { $0 = true }
             Self.signal(pid, SIGTERM, unless: reaped)
             DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(Self.killAfterSeconds)) {
                 Self.signal(pid, SIGKILL, unless: reaped)
@@ -147,14 +150,18 @@ struct ChangeHook: Sendable {
     /// something it started holds that input without reading it (`some-daemon &`) would leave the write blocked
     /// for good once the pipe is full (64 KiB), and with it the target's next run, which waits for the hook. So
     /// the write gives up, and returns how many paths it did not write, once the hook has ended and nothing has
-    /// read for `unreadInputPatience`; a reader that is slow but reads gets every path. A reader that closes the
-    /// pipe (EPIPE: a hook that does not want the list) ends it too, and returns nil like a complete write.
-    private static func feed(_ bytes: [UInt8], to fd: Int32, whileRunning pid: pid_t) -> Int? {
+    /// read for `unreadInputPatience`, or at once when `stopping`; a reader that is slow but reads gets every path.
+    /// A reader that closes the pipe (EPIPE: a hook that does not want the list) ends it too, and returns nil like
+    /// a complete write.
+    private static func feed(_ bytes: [UInt8], to fd: Int32, whileRunning pid: pid_t, stopping: Locked<Bool>) -> Int? {
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         return bytes.withUnsafeBytes { buffer -> Int? in
             var offset = 0
-            // Since when the hook has been seen ended with nothing read (nil while it runs, or since a read).
+            // Since when the hook has been seen ended with nothing read (nil while it runs, or since a read), and
+            // how many bytes then waited in the pipe. Why that count: a full pipe takes a write only once a whole
+            // page (4 KiB) is free, so a reader that reads a line at a time shows its progress there first.
             var stalledSince: ContinuousClock.Instant?
+            var waiting = Int32.max
             while offset < buffer.count {
                 let written = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
                 if written >= 0 {
@@ -165,10 +172,12 @@ struct ChangeHook: Sendable {
                     // go on past the hook's end: what the hook started may be reading.
                     var ready = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
                     guard poll(&ready, 1, 100) <= 0, folio_child_has_ended(pid) != 0 else { continue }
-                    let now = ContinuousClock.now
-                    if let since = stalledSince, now - since >= unreadInputPatience {
-                        return buffer[offset...].reduce(0) { $0 + ($1 == UInt8(ascii: "\n") ? 1 : 0) }
-                    }
+                    let unwritten = { buffer[offset...].reduce(0) { $0 + ($1 == UInt8(ascii: "\n") ? 1 : 0) } }
+                    if stopping.withLock({ $0 }) { return unwritten() }
+                    let now = ContinuousClock.now, nowWaiting = folio_unread_bytes(fd)
+                    if nowWaiting < waiting { stalledSince = now }
+                    waiting = nowWaiting
+                    if let since = stalledSince, now - since >= unreadInputPatience { return unwritten() }
                     stalledSince = stalledSince ?? now
                 } else if errno != EINTR {
                     return nil

@@ -32,6 +32,9 @@ struct Folio: AsyncParsableCommand {
         // next time), nor a reader of the output that goes away stop a run midway: the write fails, and is dropped
         // (every write to standard output and error goes through write(2) or stdio, neither of which traps).
         signal(SIGPIPE, SIG_IGN)
+        // A parent that ignores SIGCHLD passes that on through exec, and the kernel would then reap hooks itself:
+        // their exit status lost (every hook "succeeded"), and their pid free for reuse while Folio may signal it.
+        signal(SIGCHLD, SIG_DFL)
         do {
             var command = try parseAsRoot()
             if var command = command as? AsyncParsableCommand {

@@ -125,6 +125,7 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertEqual(held("gone.txt"), "gone 1700000000")
         XCTAssertEqual(held("changed.txt"), "one 1700000000")
         XCTAssertEqual(held("new.txt"), "absent")
+        XCTAssertNotNil(try state.record(of: "t")[try RelativePath(validating: "gone.txt")], "the record of what stayed is kept")
     }
 
     func testInitialSyncThenUnchanged() async throws {

@@ -14,6 +14,7 @@
 #include <spawn.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 extern ssize_t copy_file_range(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t len, unsigned int flags);
 extern int syncfs(int fd);
@@ -91,6 +92,13 @@ int folio_reserve_descriptor_table(int highest);
 /// Has the spawned program start with every descriptor from `from` up closed (glibc 2.34).
 static inline int folio_spawn_close_from(posix_spawn_file_actions_t *actions, int from) {
     return posix_spawn_file_actions_addclosefrom_np(actions, from);
+}
+
+/// How many bytes wait unread in the pipe whose write end is `fd` (FIONREAD; -1 if it cannot tell). A shim because
+/// ioctl is variadic.
+static inline int folio_unread_bytes(int fd) {
+    int count = 0;
+    return ioctl(fd, FIONREAD, &count) == 0 ? count : -1;
 }
 
 /// Whether child `pid` has ended, without reaping it (WNOWAIT: its pid stays reserved for whoever reaps it); one
