@@ -332,26 +332,36 @@ enum LibSSH2 {
         return RemoteAttributes(attributes)
     }
 
-    static func openFile(_ session: OpaquePointer, _ sftp: OpaquePointer, _ path: [UInt8]) throws(LibSSH2Error) -> OpaquePointer {
-        guard let handle = withPath(path, { folio_ssh2_sftp_open(sftp, $0, $1) }) else { throw lastError(session, sftp: sftp) }
+    /// What `open` opens: a file for reading, or a folder for readdir.
+    enum OpenKind { case file, folder }
+
+    static func open(_ session: OpaquePointer, _ sftp: OpaquePointer, _ path: [UInt8], as kind: OpenKind) throws(LibSSH2Error) -> OpaquePointer {
+        guard let handle = withPath(path, { request(sftp, kind, $0, $1) }) else { throw lastError(session, sftp: sftp) }
         return handle
     }
 
-    /// Opens `path` and closes `previous` in one round trip: both requests go out before either answer is
-    /// awaited, then both answers are collected. Why the session is non-blocking while they are sent: libssh2's
-    /// blocking calls send a request and wait for its answer; a non-blocking call sends it and returns
-    /// `LIBSSH2_ERROR_EAGAIN`, and the same call made again, blocking, collects the answer. Nothing is left half
-    /// done when this returns (a libssh2 SFTP call left waiting would keep its reply timer running into later
+    private static func request(_ sftp: OpaquePointer, _ kind: OpenKind, _ path: UnsafePointer<CChar>, _ length: UInt32) -> OpaquePointer? {
+        switch kind {
+        case .file: folio_ssh2_sftp_open(sftp, path, length)
+        case .folder: folio_ssh2_sftp_opendir(sftp, path, length)
+        }
+    }
+
+    /// Opens `path` and closes `previous` (a file or a folder) in one round trip: both requests go out before
+    /// either answer is awaited, then both answers are collected. Why the session is non-blocking while they are
+    /// sent: libssh2's blocking calls send a request and wait for its answer; a non-blocking call sends it and
+    /// returns `LIBSSH2_ERROR_EAGAIN`, and the same call made again, blocking, collects the answer. Nothing is left
+    /// half done when this returns (a libssh2 SFTP call left waiting would keep its reply timer running into later
     /// calls). A close that fails is ignored, as by `close`.
-    static func openFile(_ session: OpaquePointer, _ sftp: OpaquePointer, _ path: [UInt8], closing previous: OpaquePointer) throws(LibSSH2Error) -> OpaquePointer {
+    static func open(_ session: OpaquePointer, _ sftp: OpaquePointer, _ path: [UInt8], as kind: OpenKind, closing previous: OpaquePointer) throws(LibSSH2Error) -> OpaquePointer {
         libssh2_session_set_blocking(session, 0)
-        var handle = withPath(path) { folio_ssh2_sftp_open(sftp, $0, $1) }
+        var handle = withPath(path) { request(sftp, kind, $0, $1) }
         let opening = handle == nil && libssh2_session_last_error(session, nil, nil, 0) == LIBSSH2_ERROR_EAGAIN
         var failure = handle == nil && !opening ? lastError(session, sftp: sftp) : nil
         // The close only behind an open whose request is all out (see `readWithAttributes` for why, and why two).
         if opening && sendIsUnfinished(session) {
             libssh2_session_set_blocking(session, 1)
-            handle = withPath(path) { folio_ssh2_sftp_open(sftp, $0, $1) }
+            handle = withPath(path) { request(sftp, kind, $0, $1) }
             if handle == nil { failure = lastError(session, sftp: sftp) }
             close(previous)
             guard let handle else { throw failure ?? lastError(session, sftp: sftp) }
@@ -360,8 +370,9 @@ enum LibSSH2 {
         let closed = folio_ssh2_sftp_close(previous)
         libssh2_session_set_blocking(session, 1)
         if opening {
-            // The same arguments: libssh2 goes on with the open under way (its state is the SFTP channel's).
-            handle = withPath(path) { folio_ssh2_sftp_open(sftp, $0, $1) }
+            // The same arguments: libssh2 goes on with the open under way (its state is the SFTP channel's, the
+            // same for files and folders).
+            handle = withPath(path) { request(sftp, kind, $0, $1) }
             if handle == nil { failure = lastError(session, sftp: sftp) }
         }
         // Only EAGAIN leaves the handle alive (the close sent, or waiting to be sent, its answer not in yet): the
@@ -370,11 +381,6 @@ enum LibSSH2 {
         // session's end), so calling again would touch freed memory.
         if closed == LIBSSH2_ERROR_EAGAIN { _ = folio_ssh2_sftp_close(previous) }
         guard let handle else { throw failure ?? lastError(session, sftp: sftp) }
-        return handle
-    }
-
-    static func openFolder(_ session: OpaquePointer, _ sftp: OpaquePointer, _ path: [UInt8]) throws(LibSSH2Error) -> OpaquePointer {
-        guard let handle = withPath(path, { folio_ssh2_sftp_opendir(sftp, $0, $1) }) else { throw lastError(session, sftp: sftp) }
         return handle
     }
 

@@ -45,7 +45,7 @@ final class SFTPConnection: SourceConnection {
             throw session.sourceError(error, doing: "opening", remote: remote, path: entry.path)
         }
         let readSize = fastestOpen < Self.nearRoundTrip ? Self.nearReadSize : buffer.count
-        defer { session.closeFileLater(handle) }
+        defer { session.closeLater(handle) }
         if offset > 0 { session.seek(handle, to: offset) }
         var remaining = entry.size - offset
         // Why re-check at the end: a file rewritten during the copy must not be installed half old, half new. A

@@ -14,7 +14,8 @@ final class SSHSession {
     private var sftp: OpaquePointer?
     /// A command the listing started that waits for input (see `keepWaiting`).
     private var waiting: ExecChannel?
-    /// A file read to its end and checked, whose close goes out with the next file's open (see `closeFileLater`).
+    /// A file read to its end and checked, or a folder read to its end, whose close goes out with the next open
+    /// (see `closeLater`).
     private var unclosed: OpaquePointer?
     private var isClosed = false
 
@@ -151,12 +152,13 @@ final class SSHSession {
         return try LibSSH2.stat(session, try sftpChannel(), path, followLinks: followLinks)
     }
 
-    /// Lists one folder: every name but `.` and `..`, with lstat attributes.
+    /// Lists one folder: every name but `.` and `..`, with lstat attributes. Its opening carries the close of the
+    /// file or folder before it, and its own close goes out with the next open: from an SFTP-only account over
+    /// 20 ms, three round trips per folder instead of four.
     func listFolder(_ path: [UInt8]) throws(LibSSH2Error) -> [(name: [UInt8], attributes: RemoteAttributes)] {
-        closeUnclosed()
+        let handle = try open(path, as: .folder)
+        defer { closeLater(handle) }
         let sftp = try sftpChannel()
-        let handle = try LibSSH2.openFolder(session, sftp, path)
-        defer { LibSSH2.close(handle) }
         var buffer = [CChar](repeating: 0, count: 4096)
         var names: [(name: [UInt8], attributes: RemoteAttributes)] = []
         while let item = try LibSSH2.readFolder(session, sftp, handle, buffer: &buffer) {
@@ -184,12 +186,14 @@ final class SSHSession {
         return waiting
     }
 
-    /// Opens a file for reading, closing the file `closeFileLater` left in the same round trip.
-    func openFile(_ path: [UInt8]) throws(LibSSH2Error) -> OpaquePointer {
+    /// Opens a file for reading, closing what `closeLater` left in the same round trip.
+    func openFile(_ path: [UInt8]) throws(LibSSH2Error) -> OpaquePointer { try open(path, as: .file) }
+
+    private func open(_ path: [UInt8], as kind: LibSSH2.OpenKind) throws(LibSSH2Error) -> OpaquePointer {
         let sftp = try sftpChannel()
-        guard let previous = unclosed else { return try LibSSH2.openFile(session, sftp, path) }
+        guard let previous = unclosed else { return try LibSSH2.open(session, sftp, path, as: kind) }
         unclosed = nil
-        return try LibSSH2.openFile(session, sftp, path, closing: previous)
+        return try LibSSH2.open(session, sftp, path, as: kind, closing: previous)
     }
 
     func seek(_ handle: OpaquePointer, to offset: Int64) { LibSSH2.seek(handle, to: offset) }
@@ -205,16 +209,16 @@ final class SSHSession {
 
     func fstat(_ handle: OpaquePointer) throws(LibSSH2Error) -> RemoteAttributes { try LibSSH2.fstat(session, try sftpChannel(), handle) }
 
-    /// Closes a file once this session sends its next request: with the next file's open, in the same round
+    /// Closes a file or folder once this session sends its next request: with the next open, in the same round
     /// trip, or alone before any other request. Why: a close waited for alone is a round trip per file, which
-    /// on a 20 ms link costs as much as carrying a megabyte. Only for a file whose reading is over: the server
+    /// on a 20 ms link costs as much as carrying a megabyte. Only for a handle whose reading is over: the server
     /// keeps it open until then.
-    func closeFileLater(_ handle: OpaquePointer) {
+    func closeLater(_ handle: OpaquePointer) {
         closeUnclosed()
         unclosed = handle
     }
 
-    /// Closes the file `closeFileLater` left, waiting for the server's answer.
+    /// Closes what `closeLater` left, waiting for the server's answer.
     private func closeUnclosed() {
         guard let handle = unclosed else { return }
         unclosed = nil

@@ -7,13 +7,6 @@ import XCTest
 
 /// Downloads survive a server crash: the error fails the run, and the partial file resumes from its offset.
 final class SFTPDownloadTests: SFTPTestCase {
-    /// Runs blocking connection work on its own queue, as the engine's workers do, and awaits it.
-    private static func onWorker<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue(label: "test.worker").async { continuation.resume(with: Result { try body() }) }
-        }
-    }
-
     /// The listing's session serves the first download worker: two workers after an exec listing cost two
     /// log-ins in total, not three.
     func testListingSessionIsReusedByTheFirstDownloadWorker() async throws {
@@ -79,20 +72,6 @@ final class SFTPDownloadTests: SFTPTestCase {
         let turn = try XCTUnwrap(source.roundTrip)
         XCTAssertGreaterThanOrEqual(turn, .milliseconds(10))
         await source.finishRun()
-    }
-
-    /// Open TCP connections to `port` on this machine (the test's sshd, whose only client is this test), from
-    /// the kernel's table (read to its end: a
-    /// `/proc` file reports no size, and a single read returns only its first page).
-    private static func openConnections(to port: Int) -> Int {
-        guard let file = FileHandle(forReadingAtPath: "/proc/net/tcp") else { return -1 }
-        defer { try? file.close() }
-        let table = String(decoding: file.readDataToEndOfFile(), as: UTF8.self)
-        let remote = String(format: "0100007F:%04X", port)
-        return table.split(separator: "\n").dropFirst().filter { line in
-            let fields = line.split(separator: " ")
-            return fields.count > 3 && fields[2] == remote && fields[3] == "01"  // 01: ESTABLISHED
-        }.count
     }
 
     /// A worker going from file to file sends each file's close with the next file's open, and a small file's

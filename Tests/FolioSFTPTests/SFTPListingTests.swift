@@ -72,6 +72,37 @@ final class SFTPListingTests: SFTPTestCase {
     }
 
     /// A link that leads outside the root is never downloaded through, whatever the policy.
+    /// A session going from folder to folder sends each folder's close with the next folder's open: three round
+    /// trips a folder (the open, its names, the end of them), not four. Counted as turns by a delay proxy in front
+    /// of sshd; with a close waited for alone, each folder costs one more.
+    func testEachFolderAfterTheFirstCostsThreeRoundTrips() async throws {
+        let server = try SSHServer()
+        let proxy = try DelayProxy(forwardingTo: server.port)
+        defer { proxy.stop() }
+        let served = TemporaryDirectory("sftp-folder-turns")
+        let folders = (0..<7).map { String(format: "folder %02d", $0) }
+        for folder in folders {
+            FixtureTree.write(served.path, "\(folder)/a.txt", "a\n")
+            FixtureTree.write(served.path, "\(folder)/b.txt", "b\n")
+        }
+        let endpoint = try source(server, served.path, through: proxy).endpoint
+        let remotes = try folders.map { endpoint.remotePath(try RelativePath(validating: $0)) }
+        let (listed, turns) = try await Self.onWorker { () -> ([[String]], Int) in
+            let session = try SSHSession.open(endpoint)
+            defer { session.close() }
+            func names(_ remote: [UInt8]) throws -> [String] {
+                try session.listFolder(remote).map { String(decoding: $0.name, as: UTF8.self) }.sorted()
+            }
+            // The first folder also pays for starting SFTP; count from the second on.
+            var listed = [try names(remotes[0])]
+            let before = proxy.turns
+            for remote in remotes.dropFirst() { listed.append(try names(remote)) }
+            return (listed, proxy.turns - before)
+        }
+        XCTAssertEqual(listed, Array(repeating: ["a.txt", "b.txt"], count: folders.count))
+        XCTAssertEqual(turns, 3 * (folders.count - 1), "round trips for \(folders.count - 1) folders")
+    }
+
     func testLinkToPasswdIsNotFollowed() async throws {
         let server = try SSHServer()
         let served = TemporaryDirectory("sftp-links")

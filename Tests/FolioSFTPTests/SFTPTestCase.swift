@@ -51,4 +51,25 @@ class SFTPTestCase: XCTestCase {
     func summary(_ snapshot: Snapshot) -> [String] {
         snapshot.entries.map { "\($0.path) \($0.kind) \($0.size) \($0.mtime.seconds)" }
     }
+
+    /// Runs blocking connection work on its own queue, as the engine's workers do, and awaits it.
+    static func onWorker<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue(label: "test.worker").async { continuation.resume(with: Result { try body() }) }
+        }
+    }
+
+    /// Open TCP connections to `port` on this machine (the test's sshd, whose only client is this test), from
+    /// the kernel's table (read to its end: a
+    /// `/proc` file reports no size, and a single read returns only its first page).
+    static func openConnections(to port: Int) -> Int {
+        guard let file = FileHandle(forReadingAtPath: "/proc/net/tcp") else { return -1 }
+        defer { try? file.close() }
+        let table = String(decoding: file.readDataToEndOfFile(), as: UTF8.self)
+        let remote = String(format: "0100007F:%04X", port)
+        return table.split(separator: "\n").dropFirst().filter { line in
+            let fields = line.split(separator: " ")
+            return fields.count > 3 && fields[2] == remote && fields[3] == "01"  // 01: ESTABLISHED
+        }.count
+    }
 }
