@@ -33,7 +33,12 @@ struct SFTPLister: Sendable {
 
     /// Lists the tree, adding sessions to `workers` as the readdir levels widen.
     private func list(with workers: inout [SessionWorker]) async throws -> Snapshot {
-        let sessions = max(1, min(options.parallelism, HandshakeGate.limit))
+        // The listing's parallelism (4, or `transfers` if more) while the link is near; over a far one, where each
+        // folder costs its round trips, as many sessions as may log in at once (a no-change run of 20,000 files in
+        // 400 folders from an SFTP-only account over 20 ms: 7.6 s with 4 sessions, 4.5 with 8). The first
+        // session's log-in and the root's listing time the link before a level adds any.
+        let near = max(1, min(options.parallelism, HandshakeGate.limit))
+        let far = max(near, HandshakeGate.limit)
         let endpoint = self.endpoint
         let options = self.options
         let tarBatch = self.tarBatch
@@ -53,6 +58,7 @@ struct SFTPLister: Sendable {
         let classifier = EntryClassifier(realRoot: realRoot, options: options)
         // Readdir, breadth first: each level's folders are shared among the sessions through one counter.
         while !pending.isEmpty {
+            let sessions = TargetConfig.isFar(roundTrip: endpoint.roundTrips.fastest) ? far : near
             while workers.count < min(sessions, pending.count) {
                 workers.append(SessionWorker(endpoint: endpoint, label: "list\(workers.count)"))
             }

@@ -103,6 +103,24 @@ final class SFTPListingTests: SFTPTestCase {
         XCTAssertEqual(turns, 3 * (folders.count - 1), "round trips for \(folders.count - 1) folders")
     }
 
+    /// A readdir listing of a wide level logs in the listing's parallelism of sessions (4) over a near link, and
+    /// as many as may log in at once (8) over a far one (10 ms round trips), where each folder costs its turns.
+    func testAFarLinkListsAWideLevelWithMoreSessions() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-wide")
+        for index in 0..<12 { FixtureTree.write(served.path, String(format: "folder %02d/a.txt", index), "a\n") }
+        for (delay, sessions) in [(0.0, 4), (0.005, 8)] {
+            let proxy = try DelayProxy(forwardingTo: server.port, delay: delay)
+            defer { proxy.stop() }
+            var source = try source(server, served.path, through: proxy)
+            source.listingMethod = .readdirOnly
+            let snapshot = try await source.snapshot(options: ListingOptions())
+            await source.finishRun()
+            XCTAssertEqual(snapshot.entries.filter { $0.kind == .file }.count, 12, "files listed, delay \(delay) s")
+            XCTAssertEqual(proxy.connections, sessions, "sessions, delay \(delay) s")
+        }
+    }
+
     func testLinkToPasswdIsNotFollowed() async throws {
         let server = try SSHServer()
         let served = TemporaryDirectory("sftp-links")

@@ -44,6 +44,9 @@ public final class DelayProxy: @unchecked Sendable {
     /// Turns counted so far, over every connection.
     public var turns: Int { lock.withLock { turnCount } }
 
+    /// Connections forwarded so far.
+    public var connections: Int { lock.withLock { sockets.count / 2 } }
+
     /// Stops accepting and cuts every connection.
     public func stop() {
         let open: [Int32] = lock.withLock {
