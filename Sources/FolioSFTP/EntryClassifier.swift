@@ -8,11 +8,11 @@ struct EntryClassifier: Sendable {
     let realRoot: [UInt8]
     let options: ListingOptions
 
-    /// Lists one folder by SFTP readdir.
-    func list(_ job: FolderJob, _ session: SSHSession) throws(SourceError) -> FolderListing {
+    /// Lists one folder by SFTP readdir; `next`, the folder this session lists after it, is opened meanwhile.
+    func list(_ job: FolderJob, next: FolderJob?, _ session: SSHSession) throws(SourceError) -> FolderListing {
         let items: [(name: [UInt8], attributes: RemoteAttributes)]
         do {
-            items = try session.listFolder(job.remote)
+            items = try session.listFolder(job.remote, next: next?.remote)
         } catch {
             // The root itself failing is the run's error; a folder below it is an issue that blocks removals.
             if error.isConnectionLoss || job.path.isRoot { throw session.sourceError(error, doing: "listing", remote: job.remote) }

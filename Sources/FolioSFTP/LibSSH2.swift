@@ -389,8 +389,75 @@ enum LibSSH2 {
         var attributes = LIBSSH2_SFTP_ATTRIBUTES()
         let length = buffer.withUnsafeMutableBufferPointer { folio_ssh2_sftp_readdir(handle, $0.baseAddress, $0.count, &attributes) }
         try check(length, session, sftp: sftp)
-        if length == 0 { return nil }
-        return (buffer[0..<Int(length)].map { UInt8(bitPattern: $0) }, RemoteAttributes(attributes))
+        return name(length, buffer, attributes)
+    }
+
+    private static func name(_ length: Int32, _ buffer: [CChar], _ attributes: LIBSSH2_SFTP_ATTRIBUTES) -> (name: [UInt8], attributes: RemoteAttributes)? {
+        length == 0 ? nil : (buffer[0..<Int(length)].map { UInt8(bitPattern: $0) }, RemoteAttributes(attributes))
+    }
+
+    /// A request that can ride with a readdir's (see `readFolder(_:_:_:buffer:alongside:)`).
+    enum Companion {
+        /// The next folder's open.
+        case openFolder([UInt8])
+        /// The close of a handle whose reading is over.
+        case close(OpaquePointer)
+    }
+
+    /// What `readFolder(_:_:_:buffer:alongside:)` got: the name (or the end, or why not), whether the companion
+    /// went out (and is now done), and, for an open that did, its handle or why not.
+    struct FolderStep {
+        var name: Result<(name: [UInt8], attributes: RemoteAttributes)?, LibSSH2Error>
+        var companionSent: Bool
+        var opened: Result<OpaquePointer, LibSSH2Error>?
+    }
+
+    /// The next name, as `readFolder`; when it takes a request (the folder's names are asked for a screenful at a
+    /// time), `companion` goes out right behind that request and both answers are collected, the name's first:
+    /// one round trip for both. When the name came from what the last answer held, or its request could not all
+    /// go out, the companion stays unsent. Nothing is left half done when this returns.
+    ///
+    /// Why one companion, and only behind the readdir: the same reasons as `readWithAttributes`' two requests.
+    static func readFolder(_ session: OpaquePointer, _ sftp: OpaquePointer, _ handle: OpaquePointer, buffer: inout [CChar],
+                           alongside companion: Companion) -> FolderStep {
+        var attributes = LIBSSH2_SFTP_ATTRIBUTES()
+        func readdir() -> Int32 {
+            buffer.withUnsafeMutableBufferPointer { folio_ssh2_sftp_readdir(handle, $0.baseAddress, $0.count, &attributes) }
+        }
+        libssh2_session_set_blocking(session, 0)
+        var length = readdir()
+        let waiting = length == LIBSSH2_ERROR_EAGAIN
+        var opening: [UInt8]?
+        var opened: OpaquePointer?
+        var openFailure: LibSSH2Error?
+        var closing: OpaquePointer?
+        var closed: Int32 = 0
+        if waiting && !sendIsUnfinished(session) {
+            switch companion {
+            case .openFolder(let path):
+                opening = path
+                opened = withPath(path) { folio_ssh2_sftp_opendir(sftp, $0, $1) }
+                if opened == nil && libssh2_session_last_error(session, nil, nil, 0) != LIBSSH2_ERROR_EAGAIN {
+                    openFailure = lastError(session, sftp: sftp)
+                }
+            case .close(let handle):
+                closing = handle
+                closed = folio_ssh2_sftp_close(handle)
+            }
+        }
+        libssh2_session_set_blocking(session, 1)
+        // The same calls, blocking: libssh2 goes on with each one under way (their states are apart).
+        if waiting { length = readdir() }
+        let name: Result<(name: [UInt8], attributes: RemoteAttributes)?, LibSSH2Error> =
+            length < 0 ? .failure(lastError(session, sftp: sftp)) : .success(Self.name(length, buffer, attributes))
+        if let opening, opened == nil, openFailure == nil {
+            opened = withPath(opening) { folio_ssh2_sftp_opendir(sftp, $0, $1) }
+            if opened == nil { openFailure = lastError(session, sftp: sftp) }
+        }
+        // As in `open(_:_:_:as:closing:)`: only EAGAIN leaves the handle alive; every other result freed it.
+        if let closing, closed == LIBSSH2_ERROR_EAGAIN { _ = folio_ssh2_sftp_close(closing) }
+        let result: Result<OpaquePointer, LibSSH2Error>? = if let opened { .success(opened) } else { openFailure.map { .failure($0) } }
+        return FolderStep(name: name, companionSent: opening != nil || closing != nil, opened: result)
     }
 
     static func seek(_ handle: OpaquePointer, to offset: Int64) { libssh2_sftp_seek64(handle, UInt64(offset)) }

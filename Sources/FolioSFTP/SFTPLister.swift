@@ -68,7 +68,12 @@ struct SFTPLister: Sendable {
                     group.addTask {
                         try await worker.run { session in
                             var found = FolderListing()
-                            while let job = queue.next() { found.merge(try classifier.list(job, session)) }
+                            // Why a job ahead: its folder's open rides with this one's readdir (see `listFolder`).
+                            var job = queue.next()
+                            while let current = job {
+                                job = queue.next()
+                                found.merge(try classifier.list(current, next: job, session))
+                            }
                             return found
                         }
                     }

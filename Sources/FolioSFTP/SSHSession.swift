@@ -17,6 +17,8 @@ final class SSHSession {
     /// A file read to its end and checked, or a folder read to its end, whose close goes out with the next open
     /// (see `closeLater`).
     private var unclosed: OpaquePointer?
+    /// The folder `listFolder` opened ahead, with the handle or why it could not be opened (see `listFolder`).
+    private var openedAhead: (path: [UInt8], handle: Result<OpaquePointer, LibSSH2Error>)?
     private var isClosed = false
 
     private init(endpoint: SFTPEndpoint, session: OpaquePointer, socket: Int32) {
@@ -152,20 +154,51 @@ final class SSHSession {
         return try LibSSH2.stat(session, try sftpChannel(), path, followLinks: followLinks)
     }
 
-    /// Lists one folder: every name but `.` and `..`, with lstat attributes. Its opening carries the close of the
-    /// file or folder before it, and its own close goes out with the next open: from an SFTP-only account over
-    /// 20 ms, three round trips per folder instead of four.
-    func listFolder(_ path: [UInt8]) throws(LibSSH2Error) -> [(name: [UInt8], attributes: RemoteAttributes)] {
-        let handle = try open(path, as: .folder)
+    /// Lists one folder: every name but `.` and `..`, with lstat attributes. Why the requests ride together: a
+    /// folder costs an open and two readdirs (its names, then their end), and a close, each a round trip when
+    /// waited for alone. Each readdir request carries one more: the first, the open of `next` (the folder the
+    /// caller lists after this one); the one after, the close of the folder before. So a session going from folder
+    /// to folder spends two round trips on each (from an SFTP-only account over 20 ms, a no-change run of 20,000
+    /// files in 400 folders took 4.6 -> 3.4 s); a folder listed without `next` costs three, its open carrying the
+    /// close before it.
+    func listFolder(_ path: [UInt8], next: [UInt8]? = nil) throws(LibSSH2Error) -> [(name: [UInt8], attributes: RemoteAttributes)] {
+        let handle: OpaquePointer
+        if let ahead = openedAhead, ahead.path == path {
+            openedAhead = nil
+            handle = try ahead.handle.get()
+        } else {
+            closeOpenedAhead()
+            handle = try open(path, as: .folder)
+        }
         defer { closeLater(handle) }
         let sftp = try sftpChannel()
         var buffer = [CChar](repeating: 0, count: 4096)
         var names: [(name: [UInt8], attributes: RemoteAttributes)] = []
-        while let item = try LibSSH2.readFolder(session, sftp, handle, buffer: &buffer) {
+        var opening = next
+        while true {
+            let item: (name: [UInt8], attributes: RemoteAttributes)?
+            if let companion: LibSSH2.Companion = opening.map({ .openFolder($0) }) ?? unclosed.map({ .close($0) }) {
+                let step = LibSSH2.readFolder(session, sftp, handle, buffer: &buffer, alongside: companion)
+                if step.companionSent {
+                    if let opening, let opened = step.opened { openedAhead = (opening, opened) }
+                    if opening == nil { unclosed = nil } else { opening = nil }
+                }
+                item = try step.name.get()
+            } else {
+                item = try LibSSH2.readFolder(session, sftp, handle, buffer: &buffer)
+            }
+            guard let item else { break }
             if item.name == [UInt8(ascii: ".")] || item.name == [UInt8(ascii: "."), UInt8(ascii: ".")] { continue }
             names.append(item)
         }
         return names
+    }
+
+    /// Closes the folder opened ahead that no listing took (none does in practice: the next listing takes it).
+    private func closeOpenedAhead() {
+        guard let ahead = openedAhead else { return }
+        openedAhead = nil
+        if case .success(let handle) = ahead.handle { LibSSH2.close(handle) }
     }
 
     /// Starts `command` on a new channel of this session.
@@ -230,6 +263,7 @@ final class SSHSession {
         isClosed = true
         // Why before hanging up: libssh2 frees the handle only once the server has answered.
         closeUnclosed()
+        closeOpenedAhead()
         // Why hang up first: the channels still open (SFTP's, a waiting command's) are then freed without a
         // round trip each for the server's close.
         LibSSH2.hangUp(session, socket: socket)

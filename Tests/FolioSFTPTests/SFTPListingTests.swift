@@ -72,35 +72,41 @@ final class SFTPListingTests: SFTPTestCase {
     }
 
     /// A link that leads outside the root is never downloaded through, whatever the policy.
-    /// A session going from folder to folder sends each folder's close with the next folder's open: three round
-    /// trips a folder (the open, its names, the end of them), not four. Counted as turns by a delay proxy in front
-    /// of sshd; with a close waited for alone, each folder costs one more.
-    func testEachFolderAfterTheFirstCostsThreeRoundTrips() async throws {
+    /// A session going from folder to folder sends each folder's open with the readdir of the one before, and
+    /// each folder's close with the end of the next one's names: two round trips a folder (its names, their end),
+    /// not four. A folder listed without knowing the next costs three (its open carries the close before it).
+    /// Counted as turns by a delay proxy in front of sshd; every request waited for alone costs one more.
+    func testEachFolderCostsTwoRoundTripsWhenTheNextIsKnown() async throws {
         let server = try SSHServer()
         let proxy = try DelayProxy(forwardingTo: server.port)
         defer { proxy.stop() }
         let served = TemporaryDirectory("sftp-folder-turns")
-        let folders = (0..<7).map { String(format: "folder %02d", $0) }
+        let folders = (0..<13).map { String(format: "folder %02d", $0) }
         for folder in folders {
             FixtureTree.write(served.path, "\(folder)/a.txt", "a\n")
             FixtureTree.write(served.path, "\(folder)/b.txt", "b\n")
         }
         let endpoint = try source(server, served.path, through: proxy).endpoint
         let remotes = try folders.map { endpoint.remotePath(try RelativePath(validating: $0)) }
-        let (listed, turns) = try await Self.onWorker { () -> ([[String]], Int) in
+        let (listed, alone, chained) = try await Self.onWorker { () -> ([[String]], Int, Int) in
             let session = try SSHSession.open(endpoint)
             defer { session.close() }
-            func names(_ remote: [UInt8]) throws -> [String] {
-                try session.listFolder(remote).map { String(decoding: $0.name, as: UTF8.self) }.sorted()
+            func names(_ index: Int, next: Int? = nil) throws -> [String] {
+                try session.listFolder(remotes[index], next: next.map { remotes[$0] }).map { String(decoding: $0.name, as: UTF8.self) }.sorted()
             }
             // The first folder also pays for starting SFTP; count from the second on.
-            var listed = [try names(remotes[0])]
-            let before = proxy.turns
-            for remote in remotes.dropFirst() { listed.append(try names(remote)) }
-            return (listed, proxy.turns - before)
+            var listed = [try names(0)]
+            var before = proxy.turns
+            for index in 1...6 { listed.append(try names(index)) }
+            let alone = proxy.turns - before
+            before = proxy.turns
+            for index in 7...12 { listed.append(try names(index, next: index < 12 ? index + 1 : nil)) }
+            return (listed, alone, proxy.turns - before)
         }
         XCTAssertEqual(listed, Array(repeating: ["a.txt", "b.txt"], count: folders.count))
-        XCTAssertEqual(turns, 3 * (folders.count - 1), "round trips for \(folders.count - 1) folders")
+        XCTAssertEqual(alone, 3 * 6, "round trips for 6 folders listed one by one")
+        // The last of the chain is opened by the one before it, and ends with the close of that one.
+        XCTAssertEqual(chained, 3 + 2 * 5, "round trips for 6 folders listed each with the next")
     }
 
     /// A readdir listing of a wide level logs in the listing's parallelism of sessions (4) over a near link, and
