@@ -57,16 +57,23 @@ struct SFTPLister: Sendable {
         }
         let classifier = EntryClassifier(realRoot: realRoot, options: options)
         // Readdir, breadth first: each level's folders are shared among the sessions through one counter.
+        var mostSessions = far
         while !pending.isEmpty {
-            let sessions = TargetConfig.isFar(roundTrip: endpoint.roundTrips.fastest) ? far : near
+            let sessions = min(mostSessions, TargetConfig.isFar(roundTrip: endpoint.roundTrips.fastest) ? far : near)
             while workers.count < min(sessions, pending.count) {
                 workers.append(SessionWorker(endpoint: endpoint, label: "list\(workers.count)"))
             }
             let queue = JobQueue(pending)
-            let level = try await withThrowingTaskGroup(of: FolderListing.self) { group in
-                for worker in workers.prefix(pending.count) {
+            let (level, refused) = try await withThrowingTaskGroup(of: (index: Int, found: FolderListing?).self) { group in
+                for (index, worker) in workers.prefix(pending.count).enumerated() {
                     group.addTask {
-                        try await worker.run { session in
+                        // An added session that cannot log in (a server that caps each user's connections) leaves its
+                        // share to the others, as an extra download worker does. The first session listed the root,
+                        // so every level has one; a session that fails once it listed fails the listing.
+                        if index > 0 {
+                            do { try await worker.run { _ in () } } catch { return (index, nil) }
+                        }
+                        return (index, try await worker.run { session in
                             var found = FolderListing()
                             // Why a job ahead: its folder's open rides with this one's readdir (see `listFolder`).
                             var job = queue.next()
@@ -75,12 +82,20 @@ struct SFTPLister: Sendable {
                                 found.merge(try classifier.list(current, next: job, session))
                             }
                             return found
-                        }
+                        })
                     }
                 }
                 var merged = FolderListing()
-                for try await found in group { merged.merge(found) }
-                return merged
+                var refused: [Int] = []
+                for try await result in group {
+                    if let found = result.found { merged.merge(found) } else { refused.append(result.index) }
+                }
+                return (merged, refused)
+            }
+            if !refused.isEmpty {
+                // Not asked again: the cap holds for the rest of the listing.
+                for index in refused.sorted(by: >) { workers.remove(at: index) }
+                mostSessions = workers.count
             }
             listing.entries.append(contentsOf: level.entries)
             listing.issues.append(contentsOf: level.issues)

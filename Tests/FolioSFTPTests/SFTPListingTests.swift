@@ -127,6 +127,26 @@ final class SFTPListingTests: SFTPTestCase {
         }
     }
 
+    /// A server that takes fewer connections than the listing would open (a cap on each user's connections) is
+    /// listed in full by the sessions it took; the refused ones are not asked again on the next level.
+    func testAServerCappingConnectionsIsListedByTheSessionsItTakes() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-capped")
+        for index in 0..<12 {
+            FixtureTree.write(served.path, String(format: "folder %02d/a.txt", index), "a\n")
+            FixtureTree.write(served.path, String(format: "folder %02d/below/b.txt", index), "b\n")
+        }
+        let proxy = try DelayProxy(forwardingTo: server.port, mostConnections: 3)
+        defer { proxy.stop() }
+        var source = try source(server, served.path, through: proxy)
+        source.listingMethod = .readdirOnly
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        await source.finishRun()
+        XCTAssertEqual(snapshot.entries.filter { $0.kind == .file }.count, 24)
+        XCTAssertTrue(snapshot.isComplete)
+        XCTAssertEqual(proxy.connections, 3)
+    }
+
     func testLinkToPasswdIsNotFollowed() async throws {
         let server = try SSHServer()
         let served = TemporaryDirectory("sftp-links")

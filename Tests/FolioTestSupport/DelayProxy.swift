@@ -17,11 +17,14 @@ public final class DelayProxy: @unchecked Sendable {
     private var clientSpokeLast = false
     private var sockets: [Int32] = []
     private var stopped = false
+    private let mostConnections: Int
 
-    /// Starts listening on a free port of 127.0.0.1; each connection is forwarded to 127.0.0.1:`targetPort`.
-    public init(forwardingTo targetPort: Int, delay: TimeInterval = 0.005) throws {
+    /// Starts listening on a free port of 127.0.0.1; each connection is forwarded to 127.0.0.1:`targetPort`, up to
+    /// `mostConnections` of them (later ones are closed at once, as by a server that caps each user's connections).
+    public init(forwardingTo targetPort: Int, delay: TimeInterval = 0.005, mostConnections: Int = .max) throws {
         self.targetPort = targetPort
         self.delay = delay
+        self.mostConnections = mostConnections
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw LoopbackServer.Failure("socket: errno \(errno)") }
         var address = Self.loopback(port: 0)
@@ -77,7 +80,7 @@ public final class DelayProxy: @unchecked Sendable {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
             }
             let accepted = lock.withLock { () -> Bool in
-                guard connected, !stopped else { return false }
+                guard connected, !stopped, sockets.count / 2 < mostConnections else { return false }
                 sockets += [client, server]
                 return true
             }
