@@ -1,3 +1,4 @@
+import Dispatch
 import FolioCore
 import Synchronization
 
@@ -47,9 +48,14 @@ final class IdleSessions: Sendable {
         return nil
     }
 
-    /// Closes every parked session (blocking: a hang-up is sent on each).
+    /// Closes every parked session (blocking: a hang-up is sent on each), all at once. Why at once: a session
+    /// the listing parked holds its last folder open, whose close waits for the server's answer (libssh2 frees the
+    /// handle only then), so one after another they cost a round trip each: 8 sessions over 20 ms, 160 ms.
     func closeAll() {
-        for entry in parked.withLock({ list in defer { list.removeAll() }; return list }) { entry.session.close() }
+        let sessions = parked.withLock { list in defer { list.removeAll() }; return list }
+        // Why concurrently is safe: each session is libssh2's own, and none is used by anyone else once out of
+        // the pool.
+        DispatchQueue.concurrentPerform(iterations: sessions.count) { sessions[$0].session.close() }
     }
 
     deinit { closeAll() }
