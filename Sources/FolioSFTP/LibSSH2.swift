@@ -189,9 +189,15 @@ enum LibSSH2 {
         return try body(hosts)
     }
 
-    /// The authentication methods the server offers to `user` (nil once already authenticated).
-    static func authenticationMethods(_ session: OpaquePointer, user: String) -> [String] {
-        guard let list = libssh2_userauth_list(session, user, UInt32(user.utf8.count)) else { return [] }
+    /// The authentication methods the server offers to `user` (none once already authenticated). Throws when the
+    /// connection is gone: libssh2 reports a connection lost while it waited for a log-in's answer as a refusal,
+    /// and only this request shows which it was.
+    static func authenticationMethods(_ session: OpaquePointer, user: String) throws(LibSSH2Error) -> [String] {
+        guard let list = libssh2_userauth_list(session, user, UInt32(user.utf8.count)) else {
+            let error = lastError(session)
+            if error.isConnectionLoss { throw error }
+            return []
+        }
         return String(cString: list).split(separator: ",").map(String.init)
     }
 

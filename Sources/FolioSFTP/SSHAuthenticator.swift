@@ -35,12 +35,17 @@ struct SSHAuthenticator {
                 throw SourceError(.authentication, "cannot use identity \(keyPath) for \(endpoint.hostURL): not a private key libssh2 can read, or its passphrase (passphrase-file) is wrong",
                                   underlying: error.description)
             } catch where error.isConnectionLoss {
-                throw SourceError(.unreachable, "lost the connection to \(endpoint.hostURL) while logging in", underlying: error.description)
+                throw SourceError(.unreachable, Self.lostConnection(endpoint), underlying: error.description)
             } catch {
                 continue
             }
         }
-        let methods = LibSSH2.authenticationMethods(session, user: user)
+        let methods: [String]
+        do {
+            methods = try LibSSH2.authenticationMethods(session, user: user)
+        } catch {
+            throw SourceError(.unreachable, Self.lostConnection(endpoint), underlying: error.description)
+        }
         if LibSSH2.isAuthenticated(session) { return }
         if methods.contains("publickey"), endpoint.identity == nil, let socket = ProcessInfo.processInfo.environment["SSH_AUTH_SOCK"], !socket.isEmpty {
             tried.append("ssh-agent")
@@ -56,7 +61,7 @@ struct SSHAuthenticator {
                 try LibSSH2.authenticateWithPassword(session, user: user, password: password)
                 return
             } catch where error.isConnectionLoss {
-                throw SourceError(.unreachable, "lost the connection to \(endpoint.hostURL) while logging in", underlying: error.description)
+                throw SourceError(.unreachable, Self.lostConnection(endpoint), underlying: error.description)
             } catch {
                 // Refused: fall through to the one-line authentication error below.
             }
@@ -72,6 +77,10 @@ struct SSHAuthenticator {
         let rsaNote = rsaKey == nil ? "" : "; if the RSA key is there, the server may refuse its SHA-1 signatures (the only ones libssh2 1.10 makes): use an ed25519 key"
         throw SourceError(.authentication, "\(endpoint.hostURL) refused to log in \(user) (\(what); server offers \(methods.joined(separator: ","))); add the public key to ~\(user)/.ssh/authorized_keys on the server or set identity / password-file\(rsaNote)",
                           underlying: "libssh2 -18 (LIBSSH2_ERROR_AUTHENTICATION_FAILED)", isRetryable: false)
+    }
+
+    private static func lostConnection(_ endpoint: SFTPEndpoint) -> String {
+        "lost the connection to \(endpoint.hostURL) while logging in; check the network and the server, then run again"
     }
 
     /// The configured identity, or ssh's default ed25519 and ECDSA key files that exist.

@@ -266,6 +266,26 @@ final class SFTPAuthenticationTests: SFTPTestCase {
     }
 
     /// (An unknown host name is not tested: resolving it would send a DNS query off this machine.)
+    /// A connection lost during the log-in is said to be lost, never taken for the server refusing the key:
+    /// libssh2 reports a drop while it waits for a log-in's answer as a refusal. Cut at each of the client's turns
+    /// around the log-in in turn, through a proxy.
+    func testAConnectionLostWhileLoggingInIsNotCalledARefusal() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-cut")
+        FixtureTree.write(served.path, "a.txt", "alpha\n")
+        var lostWhileLoggingIn = 0
+        for turn in 2...8 {
+            let proxy = try DelayProxy(forwardingTo: server.port, cutAtTurn: turn)
+            defer { proxy.stop() }
+            let message = await snapshotError(try source(server, served.path, through: proxy))?.message ?? ""
+            XCTAssertFalse(message.contains("refused"), "cut at turn \(turn): \(message)")
+            if message.contains("lost the connection to") && message.contains("while logging in; check the network and the server") {
+                lostWhileLoggingIn += 1
+            }
+        }
+        XCTAssertGreaterThan(lostWhileLoggingIn, 0, "no cut fell in the log-in")
+    }
+
     func testUnreachableServer() async throws {
         let server = try SSHServer()
         let served = TemporaryDirectory("sftp-down")

@@ -18,13 +18,16 @@ public final class DelayProxy: @unchecked Sendable {
     private var sockets: [Int32] = []
     private var stopped = false
     private let mostConnections: Int
+    private let cutAtTurn: Int
 
     /// Starts listening on a free port of 127.0.0.1; each connection is forwarded to 127.0.0.1:`targetPort`, up to
     /// `mostConnections` of them (later ones are closed at once, as by a server that caps each user's connections).
-    public init(forwardingTo targetPort: Int, delay: TimeInterval = 0.005, mostConnections: Int = .max) throws {
+    /// The client's turn number `cutAtTurn` is not forwarded: the connection is cut there instead, both ways.
+    public init(forwardingTo targetPort: Int, delay: TimeInterval = 0.005, mostConnections: Int = .max, cutAtTurn: Int = .max) throws {
         self.targetPort = targetPort
         self.delay = delay
         self.mostConnections = mostConnections
+        self.cutAtTurn = cutAtTurn
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw LoopbackServer.Failure("socket: errno \(errno)") }
         var address = Self.loopback(port: 0)
@@ -104,7 +107,11 @@ public final class DelayProxy: @unchecked Sendable {
             var buffer = [UInt8](repeating: 0, count: 65_536)
             while true {
                 let count = read(source, &buffer, buffer.count)
-                if count > 0 { self.note(fromClient: fromClient) }
+                if count > 0, self.note(fromClient: fromClient) {
+                    shutdown(source, Int32(SHUT_RDWR))
+                    shutdown(destination, Int32(SHUT_RDWR))
+                    return
+                }
                 queue.put(due: Date() + delay, count > 0 ? Array(buffer[0..<count]) : nil)
                 if count <= 0 { return }
             }
@@ -129,10 +136,13 @@ public final class DelayProxy: @unchecked Sendable {
         }
     }
 
-    private func note(fromClient: Bool) {
+    /// Counts a chunk's turn; true when it is the turn to cut at.
+    private func note(fromClient: Bool) -> Bool {
         lock.withLock {
-            if fromClient && !clientSpokeLast { turnCount += 1 }
+            let newTurn = fromClient && !clientSpokeLast
+            if newTurn { turnCount += 1 }
             clientSpokeLast = fromClient
+            return newTurn && turnCount == cutAtTurn
         }
     }
 }
