@@ -180,8 +180,13 @@ final class SSHSession {
             if let companion: LibSSH2.Companion = opening.map({ .openFolder($0) }) ?? unclosed.map({ .close($0) }) {
                 let step = LibSSH2.readFolder(session, sftp, handle, buffer: &buffer, alongside: companion)
                 if step.companionSent {
-                    if let opening, let opened = step.opened { openedAhead = (opening, opened) }
-                    if opening == nil { unclosed = nil } else { opening = nil }
+                    switch companion {
+                    case .openFolder(let path):
+                        if let opened = step.opened { openedAhead = (path, opened) }
+                        opening = nil
+                    case .close:
+                        unclosed = nil
+                    }
                 }
                 item = try step.name.get()
             } else {
