@@ -15,6 +15,7 @@
     X(libssh2_init) X(libssh2_session_init_ex) X(libssh2_session_free) X(libssh2_session_set_blocking) \
     X(libssh2_session_set_timeout) X(libssh2_session_callback_set) X(libssh2_session_handshake) X(libssh2_session_hostkey) \
     X(libssh2_session_last_error) X(libssh2_session_block_directions) X(libssh2_session_banner_get) X(libssh2_session_disconnect_ex) X(libssh2_session_method_pref) X(libssh2_hostkey_hash) \
+    X(libssh2_session_supported_algs) X(libssh2_free) X(libssh2_version) \
     X(libssh2_keepalive_config) X(libssh2_keepalive_send) X(libssh2_knownhost_init) X(libssh2_knownhost_free) \
     X(libssh2_knownhost_readline) X(libssh2_knownhost_checkp) X(libssh2_userauth_list) \
     X(libssh2_userauth_authenticated) X(libssh2_userauth_publickey_fromfile_ex) X(libssh2_userauth_password_ex) \
@@ -60,6 +61,11 @@ int libssh2_session_method_pref(LIBSSH2_SESSION *session, int methodType, const 
     return loaded_libssh2_session_method_pref(session, methodType, preferences);
 }
 const char *libssh2_hostkey_hash(LIBSSH2_SESSION *session, int type) { return loaded_libssh2_hostkey_hash(session, type); }
+int libssh2_session_supported_algs(LIBSSH2_SESSION *session, int methodType, const char ***algorithms) {
+    return loaded_libssh2_session_supported_algs(session, methodType, algorithms);
+}
+void libssh2_free(LIBSSH2_SESSION *session, void *pointer) { loaded_libssh2_free(session, pointer); }
+const char *libssh2_version(int required) { return loaded_libssh2_version(required); }
 void libssh2_keepalive_config(LIBSSH2_SESSION *session, int wantReply, unsigned interval) {
     loaded_libssh2_keepalive_config(session, wantReply, interval);
 }

@@ -38,7 +38,12 @@ enum LibSSH2 {
     }
 
     private static func check(_ result: Int32, _ session: OpaquePointer, sftp: OpaquePointer? = nil) throws(LibSSH2Error) {
-        if result < 0 { throw lastError(session, sftp: sftp) }
+        guard result < 0 else { return }
+        var error = lastError(session, sftp: sftp)
+        // Why: some failures (a connection cut during the key exchange) return a code without setting libssh2's
+        // last error, which then reads 0; the returned code is the one that says what happened.
+        if error.code == LIBSSH2_ERROR_SOCKET_NONE && error.message.isEmpty { error.code = result }
+        throw error
     }
 
     // MARK: Session
@@ -60,6 +65,28 @@ enum LibSSH2 {
     static func handshake(_ session: OpaquePointer, socket: Int32) throws(LibSSH2Error) {
         try check(libssh2_session_handshake(session, socket), session)
     }
+
+    /// The algorithms this libssh2 can negotiate in `category`, in its order of preference.
+    static func supportedAlgorithms(_ category: ServerAlgorithms.Category) -> [String] {
+        let method = switch category {
+        case .keyExchange: LIBSSH2_METHOD_KEX
+        case .hostKey: LIBSSH2_METHOD_HOSTKEY
+        case .cipher: LIBSSH2_METHOD_CRYPT_CS
+        case .mac: LIBSSH2_METHOD_MAC_CS
+        }
+        // Why a session of its own: libssh2 allocates the list with a session's allocator, and the handshake's
+        // session is already freed when this is asked.
+        guard let session = folio_ssh2_session_init(nil) else { return [] }
+        defer { libssh2_session_free(session) }
+        var names: UnsafeMutablePointer<UnsafePointer<CChar>?>?
+        let count = libssh2_session_supported_algs(session, method, &names)
+        guard count > 0, let names else { return [] }
+        defer { libssh2_free(session, names) }
+        return (0 ..< Int(count)).compactMap { names[$0].map { String(cString: $0) } }
+    }
+
+    /// The loaded libssh2's version ("1.10.0").
+    static var version: String { libssh2_version(0).map { String(cString: $0) } ?? "(unknown version)" }
 
     /// Has libssh2 send one keepalive (a global request sshd answers) at its next wait on the socket, which is
     /// the first channel's opening, and none after. Why: sshd keeps Nagle's algorithm on for a session like

@@ -46,6 +46,8 @@ struct LibSSH2Error: Error, Sendable, CustomStringConvertible {
     /// The connection itself failed (dropped, reset, timed out): no later call on this session can succeed.
     var isConnectionLoss: Bool { [-7, -9, -13, -30, -43, -45].contains(code) }
     var isKeyExchangeFailure: Bool { code == -5 || code == -8 }
+    /// libssh2's generic socket error (SOCKET_NONE), which some of its paths return for a cut connection.
+    var isGenericSocketError: Bool { code == -1 }
     /// The server refused a channel request (an exec, a subsystem).
     var isRequestDenied: Bool { code == -22 }
     var isNoSuchFile: Bool { sftpStatus == 2 || sftpStatus == 10 }

@@ -67,15 +67,36 @@ final class SSHSession {
         do {
             try LibSSH2.handshake(session, socket: socket)
         } catch {
+            let bannerCame = LibSSH2.serverBanner(session) != nil
             LibSSH2.end(session, socket: socket)
             if error.isKeyExchangeFailure {
-                throw SourceError(.protocolViolation, "\(display): no key exchange, host key, cipher or MAC algorithm in common with the server (\(error.message)); libssh2 1.10 needs an ed25519 or ECDSA host key, curve25519-sha256, ecdh-sha2-nistp* or diffie-hellman-group14/16/18 key exchange, an aes128/192/256-ctr cipher and the hmac-sha2-256 or -512 MAC (it has no rsa-sha2, chacha20-poly1305, AES-GCM or -etm MACs); allow them in the server's sshd_config",
-                                  underlying: error.description)
+                throw keyExchangeFailure(error, host: host, port: port, timeoutSeconds: timeoutSeconds, display: display)
+            }
+            // Why the banner decides: a connection lost before it is most often not an SSH server, or one turning
+            // connections away (MaxStartups); once it came, the server is SSH and the exchange was cut. libssh2
+            // reports some cuts in the exchange as its generic socket error.
+            if bannerCame && (error.isConnectionLoss || error.isGenericSocketError) {
+                throw lostDuringKeyExchange(error, display: display)
             }
             throw SourceError(.unreachable, "\(display): the SSH handshake failed (\(error.message.isEmpty ? LibSSH2Error.name(of: error.code) : error.message)); check that this port is an SSH server and reachable",
                               underlying: error.description)
         }
         return (session, socket)
+    }
+
+    /// Why a key exchange failed: the lists the server shares no algorithm of with libssh2, read from the server
+    /// on a second connection (see `ServerAlgorithms`), or else a connection lost during the exchange.
+    private static func keyExchangeFailure(_ error: LibSSH2Error, host: String, port: Int, timeoutSeconds: Int, display: String) -> SourceError {
+        if let offer = ServerAlgorithms.read(host: host, port: port, timeoutSeconds: timeoutSeconds, display: display),
+           let line = offer.unsharedLine(display: display, libssh2Version: LibSSH2.version, supported: LibSSH2.supportedAlgorithms) {
+            return SourceError(.protocolViolation, line, underlying: error.description)
+        }
+        return lostDuringKeyExchange(error, display: display)
+    }
+
+    private static func lostDuringKeyExchange(_ error: LibSSH2Error, display: String) -> SourceError {
+        SourceError(.unreachable, "\(display): lost the connection during the SSH key exchange (\(LibSSH2Error.name(of: error.code))); check the network and the server, then run again",
+                    underlying: error.description)
     }
 
     /// Strict host key checking: only a key listed for this host and port in known_hosts is accepted.

@@ -247,22 +247,51 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         XCTAssertFalse(error?.underlying?.contains("battery") ?? false)
     }
 
-    /// A server offering only algorithms libssh2 1.10 lacks (chacha20-poly1305, AES-GCM, -etm MACs) is refused in
-    /// one line that names what it needs; a server narrowed to exactly the algorithms named there works.
-    func testNoAlgorithmInCommonNamesWhatLibssh2Needs() async throws {
+    /// A server offering only algorithms libssh2 1.10 lacks (chacha20-poly1305, AES-GCM, -etm MACs, the sntrup761
+    /// key exchange) is refused in one line that names each list it shares nothing of, what each side offers, and
+    /// what to change; a server narrowed to exactly algorithms libssh2 offers works.
+    func testNoAlgorithmInCommonNamesWhatEachSideOffers() async throws {
         let served = TemporaryDirectory("sftp-algorithms")
         FixtureTree.write(served.path, "a.txt", "alpha\n")
         let modern = try SSHServer(extraConfig: ["Ciphers chacha20-poly1305@openssh.com,aes256-gcm@openssh.com,aes128-gcm@openssh.com"])
         let error = await snapshotError(try source(modern, served.path))
         XCTAssertEqual(error?.code, .protocolViolation)
-        XCTAssertEqual(error?.message, "sftp://\(modern.user)@127.0.0.1:\(modern.port)\(served.path): no key exchange, host key, cipher or MAC algorithm in common with the server (Unable to exchange encryption keys); libssh2 1.10 needs an ed25519 or ECDSA host key, curve25519-sha256, ecdh-sha2-nistp* or diffie-hellman-group14/16/18 key exchange, an aes128/192/256-ctr cipher and the hmac-sha2-256 or -512 MAC (it has no rsa-sha2, chacha20-poly1305, AES-GCM or -etm MACs); allow them in the server's sshd_config")
+        XCTAssertEqual(error?.message, "sftp://\(modern.user)@127.0.0.1:\(modern.port)\(served.path): the server offers no cipher that Folio's libssh2 1.10.0 can use (server: chacha20-poly1305@openssh.com, aes256-gcm@openssh.com, aes128-gcm@openssh.com; libssh2: aes128-ctr, aes192-ctr, aes256-ctr); in the server's sshd_config, add one of libssh2's ciphers to Ciphers")
+
         let etmOnly = try SSHServer(extraConfig: ["MACs hmac-sha2-256-etm@openssh.com,hmac-sha2-512-etm@openssh.com", "Ciphers aes256-ctr"])
         let etmError = await snapshotError(try source(etmOnly, served.path))
-        XCTAssertEqual(etmError?.code, .protocolViolation, etmError?.message ?? "")
+        XCTAssertEqual(etmError?.code, .protocolViolation)
+        XCTAssertEqual(etmError?.message, "sftp://\(etmOnly.user)@127.0.0.1:\(etmOnly.port)\(served.path): the server offers no MAC that Folio's libssh2 1.10.0 can use (server: hmac-sha2-256-etm@openssh.com, hmac-sha2-512-etm@openssh.com; libssh2: hmac-sha2-256, hmac-sha2-512); in the server's sshd_config, add one of libssh2's MACs to MACs")
+
+        let quantumSafe = try SSHServer(extraConfig: ["KexAlgorithms sntrup761x25519-sha512@openssh.com", "Ciphers aes256-gcm@openssh.com"])
+        let kexError = await snapshotError(try source(quantumSafe, served.path))
+        XCTAssertEqual(kexError?.code, .protocolViolation)
+        XCTAssertEqual(kexError?.message, "sftp://\(quantumSafe.user)@127.0.0.1:\(quantumSafe.port)\(served.path): the server offers no key exchange that Folio's libssh2 1.10.0 can use (server: sntrup761x25519-sha512@openssh.com; libssh2: curve25519-sha256, curve25519-sha256@libssh.org, ecdh-sha2-nistp256, ecdh-sha2-nistp384, ecdh-sha2-nistp521, diffie-hellman-group-exchange-sha256, diffie-hellman-group16-sha512, diffie-hellman-group18-sha512, diffie-hellman-group14-sha256), and no cipher (server: aes256-gcm@openssh.com; libssh2: aes128-ctr, aes192-ctr, aes256-ctr); in the server's sshd_config, add one of libssh2's key exchanges to KexAlgorithms and add one of libssh2's ciphers to Ciphers")
 
         let narrowed = try SSHServer(extraConfig: ["KexAlgorithms curve25519-sha256", "HostKeyAlgorithms ssh-ed25519", "Ciphers aes128-ctr", "MACs hmac-sha2-512"])
         let snapshot = try await source(narrowed, served.path).snapshot(options: ListingOptions())
         XCTAssertEqual(snapshot.entries.map(\.path.description), ["a.txt"])
+    }
+
+    /// A connection cut during the key exchange is said to be lost, not taken for a server with no algorithm in
+    /// common (libssh2 reports both alike): the server's offer, read again on a connection of its own, shares
+    /// an algorithm of every list.
+    func testAConnectionLostDuringTheKeyExchangeIsNotCalledAMismatch() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-kex-cut")
+        FixtureTree.write(served.path, "a.txt", "alpha\n")
+        // The client's turns: its identification, its key exchange init, its key exchange reply (each waits for the
+        // server's). libssh2 names the cut by where it fell (a failed exchange, its generic socket error, a failed
+        // read); the line says what happened whichever it names.
+        for turn in 2...3 {
+            let proxy = try DelayProxy(forwardingTo: server.port, cutAtTurn: turn)
+            defer { proxy.stop() }
+            let error = await snapshotError(try source(server, served.path, through: proxy))
+            XCTAssertEqual(error?.code, .unreachable, "cut at turn \(turn): \(error?.message ?? "no error")")
+            let message = error?.message ?? ""
+            XCTAssertTrue(message.hasPrefix("sftp://\(server.user)@127.0.0.1:\(proxy.port)\(served.path): lost the connection during the SSH key exchange (LIBSSH2_ERROR_"), message)
+            XCTAssertTrue(message.hasSuffix("); check the network and the server, then run again"), message)
+        }
     }
 
     /// (An unknown host name is not tested: resolving it would send a DNS query off this machine.)
