@@ -1,3 +1,5 @@
+import Foundation
+
 /// What the last run of a target left for the next listing of its source, from the state database.
 ///
 /// Only hints: a source that uses them must list the same tree as without them, since the source may have
@@ -13,5 +15,25 @@ public struct ListingHints: Sendable, Equatable {
     public init(folders: [RelativePath] = [], memo: String? = nil) {
         self.folders = folders
         self.memo = memo
+    }
+
+    /// How long a server's answer a source keeps in its memo (a refused request, a missing feature) is taken as
+    /// known: after it, the source asks again, in case the server has changed.
+    public static let answerDays = 7
+
+    /// Today, in days since 1970 (UTC): the date a memo's answers carry.
+    public static func today() -> Int {
+        Int((Date().timeIntervalSince1970 / 86_400).rounded(.down))
+    }
+
+    /// The number in a memo's `name=NUMBER` word (a day, a count); nil for another word.
+    public static func number(in word: Substring, after name: String) -> Int? {
+        word.hasPrefix(name) ? Int(word.dropFirst(name.count)) : nil
+    }
+
+    /// Whether an answer given on `day` still holds on `today` (a clock set back asks again).
+    public static func holds(_ day: Int?, today: Int) -> Bool {
+        guard let day else { return false }
+        return (0..<answerDays).contains(today - day)
     }
 }

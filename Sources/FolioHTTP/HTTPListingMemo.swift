@@ -16,9 +16,6 @@ struct HTTPListingMemo: Equatable {
     /// The link was far (`TargetConfig.isFar`): the next listing starts every worker at once.
     var far = false
 
-    /// How long a server's answer (a refusal of `Depth: infinity`, no WebDAV) is taken as known.
-    static let answerDays = 7
-
     init(infinityRefusedOn: Int? = nil, plainOn: Int? = nil, far: Bool = false) {
         self.infinityRefusedOn = infinityRefusedOn
         self.plainOn = plainOn
@@ -29,40 +26,24 @@ struct HTTPListingMemo: Equatable {
     init(_ text: String?) {
         for word in (text ?? "").split(separator: " ") {
             if word == "far" { far = true }
-            infinityRefusedOn = Self.day(in: word, after: "depth-1=") ?? infinityRefusedOn
-            plainOn = Self.day(in: word, after: "index=") ?? plainOn
+            infinityRefusedOn = ListingHints.number(in: word, after: "depth-1=") ?? infinityRefusedOn
+            plainOn = ListingHints.number(in: word, after: "index=") ?? plainOn
         }
-    }
-
-    /// The day in a `name=DAY` word; nil for another word.
-    private static func day(in word: Substring, after name: String) -> Int? {
-        word.hasPrefix(name) ? Int(word.dropFirst(name.count)) : nil
     }
 
     /// Whether the listing on `today` should take the server's refusal of `Depth: infinity` as known.
     func refusesInfinity(today: Int) -> Bool {
-        Self.holds(infinityRefusedOn, today: today)
+        ListingHints.holds(infinityRefusedOn, today: today)
     }
 
     /// Whether the listing on `today` should take the server for a plain one (index pages, no WebDAV).
     func isPlain(today: Int) -> Bool {
-        Self.holds(plainOn, today: today)
-    }
-
-    /// Whether an answer given on `day` still holds on `today` (a clock set back asks again).
-    private static func holds(_ day: Int?, today: Int) -> Bool {
-        guard let day else { return false }
-        return (0..<answerDays).contains(today - day)
+        ListingHints.holds(plainOn, today: today)
     }
 
     /// The memo as stored.
     var text: String {
         [infinityRefusedOn.map { "depth-1=\($0)" }, plainOn.map { "index=\($0)" }, far ? "far" : nil]
             .compactMap(\.self).joined(separator: " ")
-    }
-
-    /// Today, in days since 1970 (UTC).
-    static func today() -> Int {
-        Int((Date().timeIntervalSince1970 / 86_400).rounded(.down))
     }
 }

@@ -90,7 +90,7 @@ public struct HTTPSource: Source {
         let most = max(options.parallelism, client.gate.limit)
         let workers = ListingWalk.Workers(most: most, near: last.far ? most : options.parallelism,
                                           roundTrip: { [client] in client.roundTrips.fastest })
-        let today = HTTPListingMemo.today()
+        let today = ListingHints.today()
         let found = detected.value.withLock { $0 }
         var listing: ListingResult
         switch webdav ?? found {

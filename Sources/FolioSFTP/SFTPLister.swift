@@ -42,13 +42,35 @@ struct SFTPLister: Sendable {
         let endpoint = self.endpoint
         let options = self.options
         let tarBatch = self.tarBatch
+        let today = ListingHints.today()
+        let last = SFTPListingMemo(options.hints.memo)
+        var memo = SFTPListingMemo()
+        // A server known to run no commands has no tar for the downloads either.
+        if last.refusesCommands(today: today) { tarBatch.markMissing() }
+        let triesExec = method == .execOnly || (method == .automatic && !last.skipsExec(today: today))
+        if method == .automatic && !triesExec {
+            (memo.commandsRefusedOn, memo.findUnusableOn) = (last.commandsRefusedOn, last.findUnusableOn)
+            // The sessions the last listing took log in now, beside the first, instead of after the root's
+            // listing: their log-ins (about 9 round trips) overlap the first's and the root's. Why not awaited
+            // here: the level's own log-in step runs after this on each worker's queue and sees how it went.
+            while workers.count < min(last.sessions, far) {
+                let worker = SessionWorker(endpoint: endpoint, label: "list\(workers.count)")
+                workers.append(worker)
+                Task { _ = try? await worker.run { _ in () } }
+            }
+        }
         let realRoot: [UInt8]
         var listing = FolderListing()
         var pending: [FolderJob]
-        if method != .readdirOnly, let fast = try await workers[0].run({ session in try Self.execListing(session, endpoint, options, tarBatch: tarBatch) }) {
-            (realRoot, listing) = fast
-            pending = fast.listing.folders
-        } else {
+        let attempt: ExecAttempt = triesExec ? try await workers[0].run({ session in try Self.execListing(session, endpoint, options, tarBatch: tarBatch) }) : .notListed
+        switch attempt {
+        case .listed(let root, let found):
+            (realRoot, listing) = (root, found)
+            pending = found.folders
+        case .noCommands, .notListed:
+            if triesExec {
+                if case .noCommands = attempt { memo.commandsRefusedOn = today } else { memo.findUnusableOn = today }
+            }
             realRoot = try await workers[0].run { session in try Self.resolveRoot(session, endpoint) }
             if method == .execOnly {
                 throw SourceError(.protocolViolation, "\(endpoint.url()): the server does not allow listing with exec and GNU find")
@@ -60,6 +82,7 @@ struct SFTPLister: Sendable {
         var mostSessions = far
         while !pending.isEmpty {
             let sessions = min(mostSessions, TargetConfig.isFar(roundTrip: endpoint.roundTrips.fastest) ? far : near)
+            memo.sessions = max(memo.sessions, min(sessions, pending.count))
             while workers.count < min(sessions, pending.count) {
                 workers.append(SessionWorker(endpoint: endpoint, label: "list\(workers.count)"))
             }
@@ -96,6 +119,7 @@ struct SFTPLister: Sendable {
                 // Not asked again: the cap holds for the rest of the listing.
                 for index in refused.sorted(by: >) { workers.remove(at: index) }
                 mostSessions = workers.count
+                memo.sessions = min(memo.sessions, mostSessions)
             }
             listing.entries.append(contentsOf: level.entries)
             listing.issues.append(contentsOf: level.issues)
@@ -104,7 +128,9 @@ struct SFTPLister: Sendable {
         var builder = SnapshotBuilder(reservingCapacity: listing.entries.count)
         for entry in listing.entries { builder.append(entry) }
         builder.note(contentsOf: listing.issues)
-        return builder.finish()
+        var snapshot = builder.finish()
+        snapshot.memo = memo.text
+        return snapshot
     }
 
     /// The root's real path; a missing root, one the server may not reach or one that is not a folder is an error,
@@ -131,30 +157,40 @@ struct SFTPLister: Sendable {
         return real
     }
 
-    /// The exec fast path, the root's real path with the listing; nil when exec is refused, find is missing or
-    /// not GNU, the root cannot be entered, or the output is incomplete.
+    /// What trying the exec listing came to.
+    enum ExecAttempt: Sendable {
+        /// The tree, with the root's real path.
+        case listed(realRoot: [UInt8], listing: FolderListing)
+        /// The server runs no commands (an SFTP-only account).
+        case noCommands
+        /// The server runs commands, but find is missing or not GNU, the root cannot be entered, or the output is
+        /// incomplete.
+        case notListed
+    }
+
+    /// The exec fast path.
     ///
     /// Where tar batches work, the listing's command goes on to start `tar`, which waits in the root for the
     /// first batch's names: that batch then costs no channel and no command start (two round trips). A server
     /// that runs no commands has no tar either: it is marked missing now, before the downloads are planned.
-    static func execListing(_ session: SSHSession, _ endpoint: SFTPEndpoint, _ options: ListingOptions, tarBatch: TarBatch) throws(SourceError) -> (realRoot: [UInt8], listing: FolderListing)? {
+    static func execListing(_ session: SSHSession, _ endpoint: SFTPEndpoint, _ options: ListingOptions, tarBatch: TarBatch) throws(SourceError) -> ExecAttempt {
         let root = endpoint.remotePath(.root)
         let outcome: ExecListing.Outcome
         do {
             outcome = try ExecListing.run(on: session, root: root, then: tarBatch.isAvailable ? TarBatch.tarCommand : nil, limit: execOutputLimit)
         } catch {
             if error.isConnectionLoss { throw session.sourceError(error, doing: "listing", remote: root) }
-            return nil
+            return .notListed
         }
         switch outcome {
         case .noCommands:
             tarBatch.markMissing()
-            return nil
+            return .noCommands
         case .notListed:
-            return nil
+            return .notListed
         case .listed(let realRoot, let records):
-            guard let listing = try EntryClassifier(realRoot: realRoot, options: options).classify(records, session) else { return nil }
-            return (realRoot, listing)
+            guard let listing = try EntryClassifier(realRoot: realRoot, options: options).classify(records, session) else { return .notListed }
+            return .listed(realRoot: realRoot, listing: listing)
         }
     }
 }

@@ -147,6 +147,69 @@ final class SFTPListingTests: SFTPTestCase {
         XCTAssertEqual(proxy.connections, 3)
     }
 
+    /// A listing of an SFTP-only account leaves a memo saying so; the next listing, given it, goes straight to
+    /// readdir (no exec tried, so fewer turns) and expects no tar, and lists the same tree. A week later it tries
+    /// exec again.
+    func testAnSFTPOnlyServerIsRememberedAndExecIsNotTriedAgainForAWeek() async throws {
+        let server = try SSHServer(forceInternalSFTP: true)
+        let served = TemporaryDirectory("sftp-memo")
+        FixtureTree.write(served.path, "a.txt", "alpha\n", mtime: (1_600_000_000, 0))
+        FixtureTree.write(served.path, "b.txt", "bravo\n", mtime: (1_600_000_001, 0))
+        let today = ListingHints.today()
+        func list(memo: String?) async throws -> (snapshot: Snapshot, turns: Int, tar: Bool) {
+            let proxy = try DelayProxy(forwardingTo: server.port, delay: 0)
+            defer { proxy.stop() }
+            let source = try source(server, served.path, through: proxy)
+            var options = ListingOptions()
+            options.hints.memo = memo
+            let snapshot = try await source.snapshot(options: options)
+            await source.finishRun()
+            return (snapshot, proxy.turns, source.tarBatchesAvailable)
+        }
+        let first = try await list(memo: nil)
+        XCTAssertEqual(first.snapshot.memo, "no-commands=\(today)")
+        XCTAssertFalse(first.tar)
+        let second = try await list(memo: first.snapshot.memo)
+        XCTAssertEqual(summary(second.snapshot), summary(first.snapshot))
+        XCTAssertEqual(second.snapshot.memo, "no-commands=\(today)")
+        XCTAssertFalse(second.tar)
+        XCTAssertLessThan(second.turns, first.turns, "exec not tried")
+        let weekOld = try await list(memo: "no-commands=\(today - ListingHints.answerDays)")
+        XCTAssertEqual(weekOld.snapshot.memo, "no-commands=\(today)", "tried again")
+        XCTAssertGreaterThan(weekOld.turns, second.turns, "exec tried")
+    }
+
+    /// The memo keeps how many sessions the listing took; the next listing logs them all in at once, while the
+    /// first logs in and lists the root, instead of after.
+    func testTheSessionsTheLastListingTookLogInAtOnce() async throws {
+        let server = try SSHServer(forceInternalSFTP: true)
+        let served = TemporaryDirectory("sftp-memo-sessions")
+        for index in 0..<3 { FixtureTree.write(served.path, "folder \(index)/a.txt", "a\n") }
+        let today = ListingHints.today()
+        var memo: String?
+        for pass in ["first", "second"] {
+            let proxy = try DelayProxy(forwardingTo: server.port)
+            defer { proxy.stop() }
+            let source = try source(server, served.path, through: proxy)
+            var options = ListingOptions()
+            options.hints.memo = memo
+            let snapshot = try await source.snapshot(options: options)
+            await source.finishRun()
+            XCTAssertEqual(snapshot.entries.filter { $0.kind == .file }.count, 3, pass)
+            XCTAssertEqual(snapshot.memo, "no-commands=\(today) sessions=3", pass)
+            let turns = proxy.connectionTurns
+            XCTAssertEqual(turns.count, 3, pass)
+            // The first session's log-in and the root's listing take more than 8 turns: sessions opened after it
+            // came later, sessions opened beside it came before.
+            if pass == "first" {
+                XCTAssertGreaterThan(turns.last ?? 0, 8, "the first listing opens its sessions once the root is listed")
+            } else {
+                XCTAssertLessThan(turns.max() ?? .max, 8, "the second opens them at once: \(turns)")
+            }
+            memo = snapshot.memo
+        }
+    }
+
     func testLinkToPasswdIsNotFollowed() async throws {
         let server = try SSHServer()
         let served = TemporaryDirectory("sftp-links")

@@ -6,8 +6,8 @@ import Glibc
 /// the previous answer came back costs one of its own, so tests can count round trips without timing anything.
 /// Data is queued with a due time, not held stop-and-wait, so the delay does not cap throughput.
 public final class DelayProxy: @unchecked Sendable {
-    // Why @unchecked Sendable: `turnCount`, `clientSpokeLast`, `sockets` and `stopped` are only touched under
-    // `lock`; each socket is read by one thread and written by another, which the kernel allows.
+    // Why @unchecked Sendable: `turnCount`, `clientSpokeLast`, `sockets`, `acceptedAtTurn` and `stopped` are only
+    // touched under `lock`; each socket is read by one thread and written by another, which the kernel allows.
     public let port: Int
     private let targetPort: Int
     private let delay: TimeInterval
@@ -16,6 +16,7 @@ public final class DelayProxy: @unchecked Sendable {
     private var turnCount = 0
     private var clientSpokeLast = false
     private var sockets: [Int32] = []
+    private var acceptedAtTurn: [Int] = []
     private var stopped = false
     private let mostConnections: Int
     private let cutAtTurn: Int
@@ -53,6 +54,9 @@ public final class DelayProxy: @unchecked Sendable {
     /// Connections forwarded so far.
     public var connections: Int { lock.withLock { sockets.count / 2 } }
 
+    /// For each connection forwarded so far, in order, how many turns had been counted when it came.
+    public var connectionTurns: [Int] { lock.withLock { acceptedAtTurn } }
+
     /// Stops accepting and cuts every connection.
     public func stop() {
         let open: [Int32] = lock.withLock {
@@ -85,6 +89,7 @@ public final class DelayProxy: @unchecked Sendable {
             let accepted = lock.withLock { () -> Bool in
                 guard connected, !stopped, sockets.count / 2 < mostConnections else { return false }
                 sockets += [client, server]
+                acceptedAtTurn.append(turnCount)
                 return true
             }
             guard accepted else {
