@@ -1,4 +1,4 @@
-/// A command running on its own channel of an SSH session: the caller writes its stdin, ends it, and reads its
+/// A command (or a subsystem) running on its own channel of an SSH session: the caller writes its stdin, ends it, and reads its
 /// stdout as it arrives. stderr is discarded, so a chatty command cannot stall the channel.
 ///
 /// Not Sendable: like its session, it is used on one thread at a time, and never after the session closed (the
@@ -11,6 +11,12 @@ final class ExecChannel {
     init(session: OpaquePointer, command: String) throws(LibSSH2Error) {
         self.session = session
         channel = try LibSSH2.startExec(session, command: command)
+    }
+
+    /// Opens a channel on `session` and starts the subsystem `subsystem` on it (two round trips).
+    init(session: OpaquePointer, subsystem: String) throws(LibSSH2Error) {
+        self.session = session
+        channel = try LibSSH2.startSubsystem(session, name: subsystem)
     }
 
     func write(_ bytes: [UInt8]) throws(LibSSH2Error) { try LibSSH2.write(channel, session, bytes) }

@@ -284,10 +284,19 @@ enum LibSSH2 {
     /// Opens a session channel and starts `command` on it. stderr is discarded by libssh2, so a chatty command
     /// cannot stall the channel.
     static func startExec(_ session: OpaquePointer, command: String) throws(LibSSH2Error) -> OpaquePointer {
+        try startChannel(session) { folio_ssh2_channel_exec($0, command, UInt32(command.utf8.count)) }
+    }
+
+    /// Opens a session channel and starts the subsystem `name` on it (`sftp`), stderr discarded as by `startExec`.
+    static func startSubsystem(_ session: OpaquePointer, name: String) throws(LibSSH2Error) -> OpaquePointer {
+        try startChannel(session) { folio_ssh2_channel_subsystem($0, name, UInt32(name.utf8.count)) }
+    }
+
+    private static func startChannel(_ session: OpaquePointer, _ start: (OpaquePointer) -> Int32) throws(LibSSH2Error) -> OpaquePointer {
         guard let channel = folio_ssh2_channel_open_session(session) else { throw lastError(session) }
         do throws(LibSSH2Error) {
             try check(libssh2_channel_handle_extended_data2(channel, LIBSSH2_CHANNEL_EXTENDED_DATA_IGNORE), session)
-            try check(folio_ssh2_channel_exec(channel, command, UInt32(command.utf8.count)), session)
+            try check(start(channel), session)
         } catch {
             libssh2_channel_free(channel)
             throw error

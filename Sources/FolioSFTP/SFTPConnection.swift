@@ -17,6 +17,8 @@ final class SFTPConnection: SourceConnection {
     private let session: SSHSession
     private let tarBatch: TarBatch
     private var buffer: UnsafeMutableRawBufferPointer
+    /// Set once the server refused the pipe batches go through, or answered it wrongly: not asked again.
+    private var pipeRefused = false
     /// The quickest `openFile` so far: the session's round trip, or near it.
     private var fastestOpen = Duration.seconds(60)
 
@@ -26,8 +28,25 @@ final class SFTPConnection: SourceConnection {
         buffer = .allocate(byteCount: Self.bufferSize, alignment: 16)
     }
 
+    /// With tar where the server has it; else, or once tar turned out missing (before any file arrived), over
+    /// SFTP with many requests in flight (`SFTPBatchFetch`).
     func download(batch: DownloadBatch) throws {
-        try tarBatch.fetch(batch, with: session, buffer: buffer)
+        if tarBatch.isAvailable { try tarBatch.fetch(batch, with: session, buffer: buffer) }
+        guard !tarBatch.isAvailable, !pipeRefused else { return }
+        do {
+            try SFTPBatchFetch.fetch(batch, over: try session.pipe(buffer: buffer), endpoint: session.endpoint)
+        } catch let error as LibSSH2Error {
+            session.dropPipe()
+            if error.isConnectionLoss { throw session.sourceError(error, doing: "reading", remote: session.endpoint.remotePath(.root)) }
+            // The subsystem refused or not SFTP version 3: files go one by one, through libssh2's SFTP.
+            pipeRefused = true
+        } catch is SFTPPipe.Malformed {
+            session.dropPipe()
+            pipeRefused = true
+        } catch {
+            session.dropPipe()
+            throw error
+        }
     }
 
     func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws {

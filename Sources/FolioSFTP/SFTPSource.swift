@@ -49,11 +49,11 @@ public struct SFTPSource: Source {
     var tarBatchesAvailable: Bool { tarBatch.isAvailable }
 
     /// SFTP version 3 reports whole seconds; the exec listing adds nanoseconds where the server has them. Small
-    /// files come in batches over `tar` where the server has it (see `TarBatch`); from a server found to run no
-    /// commands they come one by one, spread over every worker, each in two round trips (`SFTPConnection`). The
+    /// files come in batches: over `tar` where the server has it (see `TarBatch`), else over SFTP with many
+    /// requests in flight (`SFTPBatchFetch`). The
     /// listing reads what the last one learned about the server (`SFTPListingMemo`), hence `listsAhead`.
     public var features: SourceFeatures {
-        SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true, batchDownloads: tarBatch.isAvailable, costlyConnections: true,
+        SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true, batchDownloads: true, costlyConnections: true,
                        listsAhead: true)
     }
 

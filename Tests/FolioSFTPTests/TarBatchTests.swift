@@ -12,51 +12,6 @@ final class TarBatchTests: SFTPTestCase {
     static let names = ["-dash", "back\\slash", "naïve #1 %20.txt", "empty",
                         String(repeating: "long folder name ", count: 4) + "/" + String(repeating: "n", count: 90) + ".bin"]
 
-    /// Lists `served` over exec and fetches its files in one batch on a worker queue, as the engine does.
-    /// Returns, per entry path, the bytes of the files marked complete (nil for the others).
-    private func fetchBatch(_ source: SFTPSource, _ entries: [Entry]) async throws -> [String: [UInt8]?] {
-        let scratch = TemporaryDirectory("tar-batch-out")
-        return try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue(label: "test.worker").async {
-                continuation.resume(with: Result {
-                    let connection = try source.makeConnection()
-                    defer { connection.close() }
-                    let batch = DownloadBatch(
-                        entries: entries, progress: TransferProgress(),
-                        openPartial: { index in open(scratch.path("\(index)"), O_RDWR | O_CREAT | O_TRUNC, 0o644) },
-                        seal: { index, sink in
-                            close(sink.fileDescriptor)
-                            return .success(Installer.Sealed(download: SyncPlan.Download(entry: entries[index], replacing: nil, hasLocalChanges: false),
-                                                             partialName: "\(index)", inode: 0, mtime: entries[index].mtime, bytes: sink.bytesTransferred))
-                        },
-                        discard: { index in unlink(scratch.path("\(index)")) })
-                    let descriptors = Self.openDescriptors()
-                    try connection.download(batch: batch)
-                    // Each file's partial is sealed and closed as its last byte arrives, so a batch of a thousand
-                    // files never holds a thousand descriptors.
-                    XCTAssertEqual(Self.openDescriptors(), descriptors, "every partial file is closed once its bytes are in")
-                    var result: [String: [UInt8]?] = [:]
-                    for (index, entry) in entries.enumerated() {
-                        if case .success(let sealed)? = batch.takeComplete(index) {
-                            XCTAssertEqual(sealed.bytes, entry.size, entry.path.description)
-                            result[entry.path.description] = FixtureTree.read(scratch.path("\(index)"))
-                        } else {
-                            result[entry.path.description] = .some(nil)
-                        }
-                    }
-                    batch.discardRest()
-                    return result
-                })
-            }
-        }
-    }
-
-    private static func openDescriptors() -> Int {
-        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
-    }
-
-    private func files(_ snapshot: Snapshot) -> [Entry] { snapshot.entries.filter { $0.kind == .file } }
-
     func testFilesArriveExactlyAndAFileChangedSinceTheListingDoesNot() async throws {
         let server = try SSHServer()
         let served = TemporaryDirectory("tar-served")
@@ -100,8 +55,9 @@ final class TarBatchTests: SFTPTestCase {
     }
 
     /// A server with find but no tar: the tar the listing starts fails at once, which costs the listing nothing;
-    /// the batch finds tar missing, returns nothing, and the source stops asking.
-    func testWithoutTarTheListingStillWorksAndTheSourceStopsAsking() async throws {
+    /// the batch finds tar missing and comes over SFTP instead (`SFTPBatchFetch`), and the source stops asking
+    /// for tar.
+    func testWithoutTarTheBatchComesOverSFTPAndTarIsNotAskedAgain() async throws {
         let tools = TemporaryDirectory("tools-without-tar")
         for tool in ["find", "head"] { XCTAssertEqual(symlink("/usr/bin/\(tool)", tools.path(tool)), 0) }
         let server = try SSHServer(commandPath: tools.path)
@@ -111,8 +67,11 @@ final class TarBatchTests: SFTPTestCase {
         let snapshot = try await source.snapshot(options: ListingOptions())
         XCTAssertEqual(snapshot.entries.map(\.path.description).sorted(), ["a", "b"])
         let fetched = try await fetchBatch(source, files(snapshot))
-        XCTAssertEqual(fetched, ["a": nil, "b": nil])
+        XCTAssertEqual(fetched, ["a": Array("a".utf8), "b": Array("b".utf8)])
         XCTAssertFalse(source.tarBatchesAvailable)
+        let log = try String(contentsOfFile: server.logPath, encoding: .utf8)
+        XCTAssertEqual(log.components(separatedBy: "Starting session: command").count - 1, 1, "the listing's, whose tar failed at once")
+        XCTAssertEqual(log.components(separatedBy: "Starting session: subsystem 'sftp'").count - 1, 1, "the batch's channel")
     }
 
     /// tar exits non-zero when a file it was asked for is gone: then nothing in the batch is trusted, and the
@@ -148,24 +107,23 @@ final class TarBatchTests: SFTPTestCase {
 
     /// An SFTP-only account (`ForceCommand internal-sftp`): the listing's exec gets OpenSSH's "This service allows
     /// sftp connections only", not a listing. The listing takes that for a server without tar, before any batch,
-    /// so the downloads are planned one by one over every worker (`SFTPSource.features`), and a batch handed to
-    /// it anyway returns at once with nothing, asking for no exec.
+    /// so a batch comes over SFTP at once (`SFTPBatchFetch`), asking for no exec: the server logs the listing's
+    /// exec, its SFTP channel, and the batch's.
     func testAnSFTPOnlyServerIsAskedOnceThenNever() async throws {
         let server = try SSHServer(forceInternalSFTP: true)
         let served = TemporaryDirectory("tar-served")
         for name in ["a", "b"] { FixtureTree.write(served.path, name, name) }
         let source = try source(server, served.path)
-        XCTAssertTrue(source.features.batchDownloads)
         let snapshot = try await source.snapshot(options: ListingOptions())
         XCTAssertFalse(source.tarBatchesAvailable)
-        XCTAssertFalse(source.features.batchDownloads)
+        XCTAssertTrue(source.features.batchDownloads)
         func sessions() throws -> Int {
             try String(contentsOfFile: server.logPath, encoding: .utf8).components(separatedBy: "Starting session: forced-command").count - 1
         }
         XCTAssertEqual(try sessions(), 2, "the listing's exec, then its SFTP")
         let fetched = try await fetchBatch(source, files(snapshot))
-        XCTAssertEqual(fetched, ["a": nil, "b": nil])
-        XCTAssertEqual(try sessions(), 2, "no exec for the batch")
+        XCTAssertEqual(fetched, ["a": Array("a".utf8), "b": Array("b".utf8)])
+        XCTAssertEqual(try sessions(), 3, "the batch's SFTP channel, and no exec")
     }
 
     /// The reader takes a real GNU tar archive in chunks of any size, and refuses what is not tar.

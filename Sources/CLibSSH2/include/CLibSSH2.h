@@ -47,6 +47,10 @@ static inline int folio_ssh2_channel_exec(LIBSSH2_CHANNEL *channel, const char *
     return libssh2_channel_process_startup(channel, "exec", sizeof("exec") - 1, command, length);
 }
 
+static inline int folio_ssh2_channel_subsystem(LIBSSH2_CHANNEL *channel, const char *name, unsigned int length) {
+    return libssh2_channel_process_startup(channel, "subsystem", sizeof("subsystem") - 1, name, length);
+}
+
 static inline ssize_t folio_ssh2_channel_read(LIBSSH2_CHANNEL *channel, char *buffer, size_t length) {
     return libssh2_channel_read_ex(channel, 0, buffer, length);
 }

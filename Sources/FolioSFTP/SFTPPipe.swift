@@ -1,0 +1,218 @@
+/// SFTP version 3 spoken by Folio itself over a channel of its own (the `sftp` subsystem), so that any number of
+/// requests can be in flight at once, matched to their answers by id.
+///
+/// Why not libssh2's SFTP calls: libssh2 1.10 keeps one request under way per kind of call and per channel, and
+/// one unfinished write, so at most two requests can safely ride together (see `LibSSH2.readWithAttributes`).
+/// A batch of small files then costs two round trips a file. Here a whole batch's opens go out together, then
+/// all their reads, checks and closes: two round trips a batch. Only the framing is Folio's: the bytes go through
+/// libssh2's channel, encrypted and flow-controlled as any channel's.
+///
+/// Not Sendable: like its session, it is used on one thread at a time, and never after the session closed.
+final class SFTPPipe {
+    /// Message types of SFTP version 3 (draft-ietf-secsh-filexfer-02).
+    enum Message: UInt8 {
+        case initialize = 1, version = 2, open = 3, close = 4, read = 5, fstat = 8
+        case status = 101, handle = 102, data = 103, attributes = 105
+    }
+
+    /// One answer: its type, the id of the request it answers, and what follows the id.
+    struct Answer {
+        var type: UInt8
+        var id: UInt32
+        var body: ArraySlice<UInt8>
+    }
+
+    /// What the server sent that does not follow the protocol (a packet too large, a field cut short).
+    struct Malformed: Error {}
+
+    /// The largest answer taken: a read of `SFTPBatchFetch.chunkSize` with its header, far below the 256 KiB
+    /// packets OpenSSH allows.
+    static let largestPacket = 256 << 10
+
+    private let channel: ExecChannel
+    private var received: [UInt8] = []
+    private var start = 0
+    private var nextID: UInt32 = 1
+    private let buffer: UnsafeMutableRawBufferPointer
+
+    /// Opens a channel, starts the `sftp` subsystem on it and agrees on version 3: three round trips.
+    init(session: OpaquePointer, buffer: UnsafeMutableRawBufferPointer) throws(LibSSH2Error) {
+        channel = try ExecChannel(session: session, subsystem: "sftp")
+        self.buffer = buffer
+        var hello = Request()
+        hello.begin(.initialize)
+        hello.uint32(3)
+        hello.end()
+        try send(hello)
+        let answer: Answer
+        do {
+            answer = try receive()
+        } catch let error as LibSSH2Error {
+            throw error
+        } catch {
+            throw LibSSH2Error(code: -31, message: "the server's SFTP subsystem did not answer as version 3")
+        }
+        guard answer.type == Message.version.rawValue else {
+            throw LibSSH2Error(code: -31, message: "the server's SFTP subsystem did not answer as version 3")
+        }
+    }
+
+    /// A new request id.
+    func makeID() -> UInt32 {
+        defer { nextID &+= 1 }
+        return nextID
+    }
+
+    /// Requests being written, each framed with its length.
+    struct Request {
+        private(set) var bytes: [UInt8] = []
+        private var packetStart = 0
+
+        /// Starts a packet of `type`; ids and fields follow.
+        mutating func begin(_ type: Message) {
+            packetStart = bytes.count
+            bytes += [0, 0, 0, 0, type.rawValue]
+        }
+
+        /// Ends the packet begun last: writes its length.
+        mutating func end() {
+            let length = UInt32(bytes.count - packetStart - 4)
+            for shift in 0..<4 { bytes[packetStart + shift] = UInt8(truncatingIfNeeded: length >> (24 - 8 * UInt32(shift))) }
+        }
+
+        mutating func uint32(_ value: UInt32) {
+            bytes += [UInt8(truncatingIfNeeded: value >> 24), UInt8(truncatingIfNeeded: value >> 16), UInt8(truncatingIfNeeded: value >> 8), UInt8(truncatingIfNeeded: value)]
+        }
+
+        mutating func uint64(_ value: UInt64) {
+            uint32(UInt32(truncatingIfNeeded: value >> 32))
+            uint32(UInt32(truncatingIfNeeded: value))
+        }
+
+        mutating func string<Bytes: Collection<UInt8>>(_ value: Bytes) {
+            uint32(UInt32(value.count))
+            bytes += value
+        }
+
+        /// SSH_FXP_OPEN for reading, with no attributes.
+        mutating func open(id: UInt32, path: [UInt8]) {
+            begin(.open)
+            uint32(id)
+            string(path)
+            uint32(1)  // SSH_FXF_READ
+            uint32(0)  // no attributes
+            end()
+        }
+
+        mutating func read(id: UInt32, handle: [UInt8], offset: Int64, length: Int) {
+            begin(.read)
+            uint32(id)
+            string(handle)
+            uint64(UInt64(offset))
+            uint32(UInt32(length))
+            end()
+        }
+
+        mutating func fstat(id: UInt32, handle: [UInt8]) {
+            begin(.fstat)
+            uint32(id)
+            string(handle)
+            end()
+        }
+
+        mutating func close(id: UInt32, handle: [UInt8]) {
+            begin(.close)
+            uint32(id)
+            string(handle)
+            end()
+        }
+    }
+
+    /// Writes every request, in order. Why all at once is safe: the caller keeps a batch's requests far below the
+    /// 2 MiB window OpenSSH gives a channel, so the server takes them in while its answers wait for us.
+    func send(_ requests: Request) throws(LibSSH2Error) {
+        try channel.write(requests.bytes)
+    }
+
+    /// The next answer, waiting for it to arrive. Its body is valid until the next call.
+    func receive() throws -> Answer {
+        while true {
+            if received.count - start >= 4 {
+                let length = received[start..<start + 4].reduce(0) { $0 << 8 | Int($1) }
+                guard length >= 5, length <= Self.largestPacket else { throw Malformed() }
+                if received.count - start >= 4 + length {
+                    let packet = received[start + 4 ..< start + 4 + length]
+                    start += 4 + length
+                    var reader = FieldReader(packet)
+                    let type = try reader.byte()
+                    let id = try reader.uint32()
+                    return Answer(type: type, id: id, body: reader.rest)
+                }
+            }
+            if start > 0 {
+                received.removeSubrange(0..<start)
+                start = 0
+            }
+            let count = try channel.read(into: buffer)
+            guard count > 0 else { throw Malformed() }
+            received += UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+        }
+    }
+
+    /// Closes the channel; the server's handles still open close with it.
+    func close() { channel.close() }
+}
+
+/// Reads the fields of an SFTP packet in order.
+struct FieldReader {
+    private var bytes: ArraySlice<UInt8>
+
+    init(_ bytes: ArraySlice<UInt8>) { self.bytes = bytes }
+
+    /// What is left unread.
+    var rest: ArraySlice<UInt8> { bytes }
+
+    mutating func byte() throws(SFTPPipe.Malformed) -> UInt8 {
+        guard let first = bytes.first else { throw SFTPPipe.Malformed() }
+        bytes = bytes.dropFirst()
+        return first
+    }
+
+    mutating func uint32() throws(SFTPPipe.Malformed) -> UInt32 {
+        guard bytes.count >= 4 else { throw SFTPPipe.Malformed() }
+        defer { bytes = bytes.dropFirst(4) }
+        return bytes.prefix(4).reduce(0) { $0 << 8 | UInt32($1) }
+    }
+
+    mutating func uint64() throws(SFTPPipe.Malformed) -> UInt64 {
+        let high = UInt64(try uint32())
+        return high << 32 | UInt64(try uint32())
+    }
+
+    mutating func string() throws(SFTPPipe.Malformed) -> ArraySlice<UInt8> {
+        let length = Int(try uint32())
+        guard bytes.count >= length else { throw SFTPPipe.Malformed() }
+        defer { bytes = bytes.dropFirst(length) }
+        return bytes.prefix(length)
+    }
+
+    /// An ATTRS structure: size and modification time when present; the rest read past.
+    mutating func attributes() throws(SFTPPipe.Malformed) -> RemoteAttributes {
+        let flags = try uint32()
+        var attributes = RemoteAttributes()
+        if flags & 0x1 != 0 { attributes.size = Int64(bitPattern: try uint64()) }
+        if flags & 0x2 != 0 { _ = try uint64() }  // uid, gid
+        if flags & 0x4 != 0 { attributes.mode = try uint32() }
+        if flags & 0x8 != 0 {
+            _ = try uint32()  // atime
+            attributes.mtime = Int64(try uint32())
+        }
+        if flags & 0x8000_0000 != 0 {
+            for _ in 0..<(try uint32()) {
+                _ = try string()
+                _ = try string()
+            }
+        }
+        return attributes
+    }
+}
