@@ -34,7 +34,7 @@ final class SFTPConnection: SourceConnection {
         if tarBatch.isAvailable { try tarBatch.fetch(batch, with: session, buffer: buffer) }
         guard !tarBatch.isAvailable, !pipeRefused else { return }
         do {
-            try SFTPBatchFetch.fetch(batch, over: try session.pipe(buffer: buffer), endpoint: session.endpoint)
+            try SFTPBatchFetch.fetch(batch, over: try session.pipe(), endpoint: session.endpoint)
         } catch let error as LibSSH2Error {
             session.dropPipe()
             if error.isConnectionLoss { throw session.sourceError(error, doing: "reading", remote: session.endpoint.remotePath(.root)) }

@@ -25,20 +25,24 @@ final class SFTPPipe {
     /// What the server sent that does not follow the protocol (a packet too large, a field cut short).
     struct Malformed: Error {}
 
-    /// The largest answer taken: a read of `SFTPBatchFetch.chunkSize` with its header, far below the 256 KiB
-    /// packets OpenSSH allows.
+    /// The largest answer taken: OpenSSH's largest packet (a read of `SFTPBatchFetch.chunkSize` is far below).
     static let largestPacket = 256 << 10
 
     private let channel: ExecChannel
     private var received: [UInt8] = []
     private var start = 0
     private var nextID: UInt32 = 1
-    private let buffer: UnsafeMutableRawBufferPointer
+    /// Where channel reads land before they join `received`.
+    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 << 10, alignment: 16)
 
     /// Opens a channel, starts the `sftp` subsystem on it and agrees on version 3: three round trips.
-    init(session: OpaquePointer, buffer: UnsafeMutableRawBufferPointer) throws(LibSSH2Error) {
-        channel = try ExecChannel(session: session, subsystem: "sftp")
-        self.buffer = buffer
+    init(session: OpaquePointer) throws(LibSSH2Error) {
+        do {
+            channel = try ExecChannel(session: session, subsystem: "sftp")
+        } catch {
+            buffer.deallocate()
+            throw error
+        }
         var hello = Request()
         hello.begin(.initialize)
         hello.uint32(3)
@@ -159,8 +163,7 @@ final class SFTPPipe {
         }
     }
 
-    /// Closes the channel; the server's handles still open close with it.
-    func close() { channel.close() }
+    deinit { buffer.deallocate() }
 }
 
 /// Reads the fields of an SFTP packet in order.

@@ -17,8 +17,8 @@ final class SSHSession {
     /// A file read to its end and checked, or a folder read to its end, whose close goes out with the next open
     /// (see `closeLater`).
     private var unclosed: OpaquePointer?
-    /// The raw SFTP channel batches of small files go through (see `pipe(buffer:)`).
-    private var pipe: SFTPPipe?
+    /// The raw SFTP channel batches of small files go through (see `pipe()`).
+    private var startedPipe: SFTPPipe?
     /// The folder `listFolder` opened ahead, with the handle or why it could not be opened (see `listFolder`).
     private var openedAhead: (path: [UInt8], handle: Result<OpaquePointer, LibSSH2Error>)?
     private var isClosed = false
@@ -239,18 +239,17 @@ final class SSHSession {
     }
 
     /// The channel that batches of small files go through with many requests in flight (see `SFTPPipe`),
-    /// started on first use (three round trips) and kept for the next batch. `buffer` is the caller's, for the
-    /// pipe's reads, and must outlive the session.
-    func pipe(buffer: UnsafeMutableRawBufferPointer) throws(LibSSH2Error) -> SFTPPipe {
-        if let pipe { return pipe }
-        let started = try SFTPPipe(session: session, buffer: buffer)
-        pipe = started
+    /// started on first use (three round trips) and kept for the next batch.
+    func pipe() throws(LibSSH2Error) -> SFTPPipe {
+        if let startedPipe { return startedPipe }
+        let started = try SFTPPipe(session: session)
+        startedPipe = started
         return started
     }
 
     /// Drops the pipe after a batch left it out of step (answers not read, or not understood); the next batch
     /// starts another.
-    func dropPipe() { pipe = nil }
+    func dropPipe() { startedPipe = nil }
 
     /// Keeps a command that waits for its input (the `tar` the listing started) until a download takes it.
     func keepWaiting(_ command: ExecChannel) { waiting = command }
@@ -310,7 +309,7 @@ final class SSHSession {
         // round trip each for the server's close.
         LibSSH2.hangUp(session, socket: socket)
         waiting = nil
-        pipe = nil
+        startedPipe = nil
         if let sftp { LibSSH2.sftpShutdown(sftp) }
         LibSSH2.free(session)
         Glibc.close(socket)
