@@ -68,6 +68,14 @@ public final class DownloadBatch {
         }
     }
 
+    /// Whether any file of the batch has begun to arrive: a source that gives up on one way of fetching the batch
+    /// may try another only while none has.
+    public var hasStarted: Bool {
+        states.contains { state in
+            if case .waiting = state { false } else { true }
+        }
+    }
+
     /// Whether the run is being stopped: a source checks it between files.
     public var isCancelled: Bool { progress.isCancelled }
 

@@ -28,11 +28,11 @@ final class SFTPConnection: SourceConnection {
         buffer = .allocate(byteCount: Self.bufferSize, alignment: 16)
     }
 
-    /// With tar where the server has it; else, or once tar turned out missing (before any file arrived), over
-    /// SFTP with many requests in flight (`SFTPBatchFetch`).
+    /// With tar where the server has it; else, or once tar turned out missing before any file arrived, over SFTP
+    /// with many requests in flight (`SFTPBatchFetch`).
     func download(batch: DownloadBatch) throws {
         if tarBatch.isAvailable { try tarBatch.fetch(batch, with: session, buffer: buffer) }
-        guard !tarBatch.isAvailable, !pipeRefused else { return }
+        guard !tarBatch.isAvailable, !pipeRefused, !batch.hasStarted else { return }
         do {
             try SFTPBatchFetch.fetch(batch, over: try session.pipe(), endpoint: session.endpoint)
         } catch let error as LibSSH2Error {

@@ -3,9 +3,9 @@
 ///
 /// Why not libssh2's SFTP calls: libssh2 1.10 keeps one request under way per kind of call and per channel, and
 /// one unfinished write, so at most two requests can safely ride together (see `LibSSH2.readWithAttributes`).
-/// A batch of small files then costs two round trips a file. Here a whole batch's opens go out together, then
-/// all their reads, checks and closes: two round trips a batch. Only the framing is Folio's: the bytes go through
-/// libssh2's channel, encrypted and flow-controlled as any channel's.
+/// A batch of small files then costs two round trips a file. Here a round trip carries 128 files' opens with the
+/// reads, checks and closes of the 128 before (`SFTPBatchFetch`). Only the framing is Folio's: the bytes go
+/// through libssh2's channel, encrypted and flow-controlled as any channel's.
 ///
 /// Not Sendable: like its session, it is used on one thread at a time, and never after the session closed.
 final class SFTPPipe {
