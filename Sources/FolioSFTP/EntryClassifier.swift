@@ -10,16 +10,26 @@ struct EntryClassifier: Sendable {
 
     /// Lists one folder by SFTP readdir; `next`, the folder this session lists after it, is opened meanwhile.
     func list(_ job: FolderJob, next: FolderJob?, _ session: SSHSession) throws(SourceError) -> FolderListing {
+        let items: Result<[(name: [UInt8], attributes: RemoteAttributes)], LibSSH2Error>
+        do { items = .success(try session.listFolder(job.remote, next: next?.remote)) } catch { items = .failure(error) }
+        return try classify(job, items, session)
+    }
+
+    /// Classifies what readdir gave for one folder: its names, or why it could not be read.
+    func classify(_ job: FolderJob, _ listed: Result<[(name: [UInt8], attributes: RemoteAttributes)], LibSSH2Error>,
+                  _ session: SSHSession) throws(SourceError) -> FolderListing {
         let items: [(name: [UInt8], attributes: RemoteAttributes)]
-        do {
-            items = try session.listFolder(job.remote, next: next?.remote)
-        } catch {
+        switch listed {
+        case .success(let names):
+            items = names
+        case .failure(let error):
             // The root itself failing is the run's error; a folder below it is an issue that blocks removals.
             if error.isConnectionLoss || job.path.isRoot { throw session.sourceError(error, doing: "listing", remote: job.remote) }
             return FolderListing(issues: [ListingIssue(path: job.path.description, kind: .unreadable(Self.reason(error)))])
         }
         var out = FolderListing()
         for (name, attributes) in items {
+            if name == [UInt8(ascii: ".")] || name == [UInt8(ascii: "."), UInt8(ascii: ".")] { continue }
             let path: RelativePath
             do { path = try job.path.appending(name: name) } catch {
                 out.issues.append(Self.nameIssue(parent: job.path, name: name, error))

@@ -2,10 +2,12 @@ import FolioCore
 import Synchronization
 
 /// Lists a source tree: one `find` over exec when the server allows it, else SFTP readdir with many folders in
-/// flight across a few sessions. Both paths classify entries with the same code, so they list the same tree.
+/// flight on one session's pipe (`SFTPFolderWalk`), or, when the pipe cannot be used, across a few sessions of
+/// libssh2's SFTP. Every path classifies entries with the same code, so they list the same tree.
 struct SFTPLister: Sendable {
-    /// Which listing path to use; `automatic` is the product's, the others let tests pin one path.
-    enum Method: Sendable { case automatic, execOnly, readdirOnly }
+    /// Which listing path to use; `automatic` is the product's, the others let tests pin one path:
+    /// `readdirOnly` skips exec, `sessionReaddirOnly` also skips the pipe.
+    enum Method: Sendable { case automatic, execOnly, readdirOnly, sessionReaddirOnly }
 
     let endpoint: SFTPEndpoint
     let options: ListingOptions
@@ -50,14 +52,6 @@ struct SFTPLister: Sendable {
         let triesExec = method == .execOnly || (method == .automatic && !last.skipsExec(today: today))
         if method == .automatic && !triesExec {
             (memo.commandsRefusedOn, memo.findUnusableOn) = (last.commandsRefusedOn, last.findUnusableOn)
-            // The sessions the last listing took log in now, beside the first, instead of after the root's
-            // listing: their log-ins (about 9 round trips) overlap the first's and the root's. Why not awaited
-            // here: the level's own log-in step runs after this on each worker's queue and sees how it went.
-            while workers.count < min(last.sessions, far) {
-                let worker = SessionWorker(endpoint: endpoint, label: "list\(workers.count)")
-                workers.append(worker)
-                Task { _ = try? await worker.run { _ in () } }
-            }
         }
         let realRoot: [UInt8]
         var listing = FolderListing()
@@ -78,11 +72,17 @@ struct SFTPLister: Sendable {
             pending = [FolderJob(path: .root, remote: realRoot, chain: [])]
         }
         let classifier = EntryClassifier(realRoot: realRoot, options: options)
-        // Readdir, breadth first: each level's folders are shared among the sessions through one counter.
+        if method != .sessionReaddirOnly, !pending.isEmpty,
+           let walked = try await workers[0].run({ [pending] session in try Self.pipeListing(pending, session, classifier) }) {
+            listing.entries.append(contentsOf: walked.entries)
+            listing.issues.append(contentsOf: walked.issues)
+            pending = []
+        }
+        // Readdir over libssh2's SFTP, breadth first, where the pipe could not be used: each level's folders are
+        // shared among the sessions through one counter.
         var mostSessions = far
         while !pending.isEmpty {
             let sessions = min(mostSessions, TargetConfig.isFar(roundTrip: endpoint.roundTrips.fastest) ? far : near)
-            memo.sessions = max(memo.sessions, min(sessions, pending.count))
             while workers.count < min(sessions, pending.count) {
                 workers.append(SessionWorker(endpoint: endpoint, label: "list\(workers.count)"))
             }
@@ -119,7 +119,6 @@ struct SFTPLister: Sendable {
                 // Not asked again: the cap holds for the rest of the listing.
                 for index in refused.sorted(by: >) { workers.remove(at: index) }
                 mostSessions = workers.count
-                memo.sessions = min(memo.sessions, mostSessions)
             }
             listing.entries.append(contentsOf: level.entries)
             listing.issues.append(contentsOf: level.issues)
@@ -155,6 +154,30 @@ struct SFTPLister: Sendable {
             throw SourceError(.notFound, "\(endpoint.url()) is not a folder on the server; give the folder to mirror")
         }
         return real
+    }
+
+    /// Lists `jobs` and everything below them over the session's pipe (`SFTPFolderWalk`); nil when the pipe cannot
+    /// be used (refused, or an answer not understood), for the caller to list over libssh2's SFTP instead.
+    static func pipeListing(_ jobs: [FolderJob], _ session: SSHSession, _ classifier: EntryClassifier) throws(SourceError) -> FolderListing? {
+        var listing = FolderListing()
+        do {
+            try SFTPFolderWalk.walk(jobs, over: try session.pipe()) { job, listed in
+                let found = try classifier.classify(job, listed, session)
+                listing.entries.append(contentsOf: found.entries)
+                listing.issues.append(contentsOf: found.issues)
+                return found.folders
+            }
+        } catch let error as SourceError {
+            throw error
+        } catch let error as LibSSH2Error {
+            session.dropPipe()
+            if error.isConnectionLoss { throw session.sourceError(error, doing: "listing", remote: jobs[0].remote) }
+            return nil
+        } catch {
+            session.dropPipe()
+            return nil
+        }
+        return listing
     }
 
     /// What trying the exec listing came to.

@@ -1,12 +1,11 @@
 import FolioCore
 
 /// What an SFTP listing learned about its server, kept by the engine between runs (`Snapshot.memo`) so that the
-/// next listing starts as this one ended: space-separated words `no-commands=DAY`, `no-find=DAY` and
-/// `sessions=COUNT`. Unknown words are ignored (a memo written by another Folio version).
+/// next listing starts as this one ended: space-separated words `no-commands=DAY` and `no-find=DAY`. Unknown
+/// words are ignored (a memo written by another Folio version).
 ///
-/// Why: on an SFTP-only account (no exec: chrooted hosting, many NAS) a no-change run is all listing, and most
-/// of a small tree's listing is log-ins. Knowing the server, the listing skips trying exec (4 round trips) and
-/// logs its sessions in at once instead of after the root's listing (about 9 round trips).
+/// Why: on an SFTP-only account (no exec: chrooted hosting, many NAS) a no-change run is all listing, and a
+/// small tree's listing is mostly the log-in. Knowing the server, the listing skips trying exec (4 round trips).
 struct SFTPListingMemo: Equatable {
     /// The day (days since 1970, UTC) the server last refused to run a command. For a week after it
     /// (`ListingHints.answerDays`), the listing goes straight to readdir and small files are not asked of tar;
@@ -15,14 +14,10 @@ struct SFTPListingMemo: Equatable {
     /// The day the server ran commands but the exec listing could not list (no GNU find, or a root a shell
     /// cannot reach). For a week after it, the listing goes straight to readdir.
     var findUnusableOn: Int?
-    /// How many sessions the last readdir listing ended with (those the server took); 1 when it used one, or
-    /// listed with exec.
-    var sessions = 1
 
-    init(commandsRefusedOn: Int? = nil, findUnusableOn: Int? = nil, sessions: Int = 1) {
+    init(commandsRefusedOn: Int? = nil, findUnusableOn: Int? = nil) {
         self.commandsRefusedOn = commandsRefusedOn
         self.findUnusableOn = findUnusableOn
-        self.sessions = sessions
     }
 
     /// Reads a stored memo; nil (none stored) reads as nothing learned.
@@ -30,7 +25,6 @@ struct SFTPListingMemo: Equatable {
         for word in (text ?? "").split(separator: " ") {
             commandsRefusedOn = ListingHints.number(in: word, after: "no-commands=") ?? commandsRefusedOn
             findUnusableOn = ListingHints.number(in: word, after: "no-find=") ?? findUnusableOn
-            if let count = ListingHints.number(in: word, after: "sessions="), count >= 1 { sessions = count }
         }
     }
 
@@ -42,7 +36,7 @@ struct SFTPListingMemo: Equatable {
 
     /// The memo as stored.
     var text: String {
-        [commandsRefusedOn.map { "no-commands=\($0)" }, findUnusableOn.map { "no-find=\($0)" }, sessions > 1 ? "sessions=\(sessions)" : nil]
+        [commandsRefusedOn.map { "no-commands=\($0)" }, findUnusableOn.map { "no-find=\($0)" }]
             .compactMap(\.self).joined(separator: " ")
     }
 }

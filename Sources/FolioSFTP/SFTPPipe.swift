@@ -11,8 +11,8 @@
 final class SFTPPipe {
     /// Message types of SFTP version 3 (draft-ietf-secsh-filexfer-02).
     enum Message: UInt8 {
-        case initialize = 1, version = 2, open = 3, close = 4, read = 5, fstat = 8
-        case status = 101, handle = 102, data = 103, attributes = 105
+        case initialize = 1, version = 2, open = 3, close = 4, read = 5, fstat = 8, openFolder = 11, readFolder = 12
+        case status = 101, handle = 102, data = 103, name = 104, attributes = 105
     }
 
     /// One answer: its type, the id of the request it answers, and what follows the id.
@@ -32,6 +32,8 @@ final class SFTPPipe {
     private var received: [UInt8] = []
     private var start = 0
     private var nextID: UInt32 = 1
+    /// Requests whose answers nobody waits for (closes): `receive` reads past them.
+    private var forgotten: Set<UInt32> = []
     /// Where channel reads land before they join `received`.
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 << 10, alignment: 16)
 
@@ -66,6 +68,10 @@ final class SFTPPipe {
         defer { nextID &+= 1 }
         return nextID
     }
+
+    /// Lets the answer to request `id` go unread: `receive` skips it whenever it comes. For closes, whose outcome
+    /// changes nothing, so that a close never costs a round trip of its own.
+    func forget(_ id: UInt32) { forgotten.insert(id) }
 
     /// Requests being written, each framed with its length.
     struct Request {
@@ -117,6 +123,20 @@ final class SFTPPipe {
             end()
         }
 
+        mutating func openFolder(id: UInt32, path: [UInt8]) {
+            begin(.openFolder)
+            uint32(id)
+            string(path)
+            end()
+        }
+
+        mutating func readFolder(id: UInt32, handle: [UInt8]) {
+            begin(.readFolder)
+            uint32(id)
+            string(handle)
+            end()
+        }
+
         mutating func fstat(id: UInt32, handle: [UInt8]) {
             begin(.fstat)
             uint32(id)
@@ -150,6 +170,7 @@ final class SFTPPipe {
                     var reader = FieldReader(packet)
                     let type = try reader.byte()
                     let id = try reader.uint32()
+                    if forgotten.remove(id) != nil { continue }
                     return Answer(type: type, id: id, body: reader.rest)
                 }
             }
@@ -197,6 +218,28 @@ struct FieldReader {
         guard bytes.count >= length else { throw SFTPPipe.Malformed() }
         defer { bytes = bytes.dropFirst(length) }
         return bytes.prefix(length)
+    }
+
+    /// A STATUS answer as the error libssh2 would give for it (`LIBSSH2_ERROR_SFTP_PROTOCOL` with the status), so
+    /// that callers read it the same way; nil for SSH_FX_OK and SSH_FX_EOF.
+    mutating func statusError() throws(SFTPPipe.Malformed) -> LibSSH2Error? {
+        let code = try uint32()
+        guard code > 1 else { return nil }
+        let message = (try? string()).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        return LibSSH2Error(code: -31, message: message, sftpStatus: UInt(code))
+    }
+
+    /// A NAME answer's entries: each name with its attributes (the `ls -l` line between them read past).
+    mutating func names() throws(SFTPPipe.Malformed) -> [(name: [UInt8], attributes: RemoteAttributes)] {
+        let count = try uint32()
+        var names: [(name: [UInt8], attributes: RemoteAttributes)] = []
+        names.reserveCapacity(Int(min(count, 1_024)))
+        for _ in 0..<count {
+            let name = Array(try string())
+            _ = try string()
+            names.append((name, try attributes()))
+        }
+        return names
     }
 
     /// An ATTRS structure: size and modification time when present; the rest read past.

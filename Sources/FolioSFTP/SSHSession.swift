@@ -177,7 +177,7 @@ final class SSHSession {
         return try LibSSH2.stat(session, try sftpChannel(), path, followLinks: followLinks)
     }
 
-    /// Lists one folder: every name but `.` and `..`, with lstat attributes. Why the requests ride together: a
+    /// Lists one folder: every name (`.` and `..` included), with lstat attributes. Why the requests ride together: a
     /// folder costs an open and two readdirs (its names, then their end), and a close, each a round trip when
     /// waited for alone. Each readdir request carries one more: the first, the open of `next` (the folder the
     /// caller lists after this one); the one after, the close of the folder before. So a session going from folder
@@ -216,7 +216,6 @@ final class SSHSession {
                 item = try LibSSH2.readFolder(session, sftp, handle, buffer: &buffer)
             }
             guard let item else { break }
-            if item.name == [UInt8(ascii: ".")] || item.name == [UInt8(ascii: "."), UInt8(ascii: ".")] { continue }
             names.append(item)
         }
         return names

@@ -37,8 +37,11 @@ final class SFTPListingTests: SFTPTestCase {
             let options = ListingOptions(symlinks: policy, exclude: ExcludeFilter(["skipme/"]))
             let byExec = try await source(server, served.path, method: .execOnly).snapshot(options: options)
             let byReaddir = try await source(server, served.path, method: .readdirOnly).snapshot(options: options)
+            let bySessions = try await source(server, served.path, method: .sessionReaddirOnly).snapshot(options: options)
             XCTAssertEqual(summary(byExec), summary(byReaddir), "entries, symlinks = \(policy)")
             XCTAssertEqual(byExec.issues.map(\.description).sorted(), byReaddir.issues.map(\.description).sorted(), "issues, symlinks = \(policy)")
+            XCTAssertEqual(summary(bySessions), summary(byReaddir), "entries over libssh2's SFTP, symlinks = \(policy)")
+            XCTAssertEqual(bySessions.issues.map(\.description).sorted(), byReaddir.issues.map(\.description).sorted(), "issues over libssh2's SFTP, symlinks = \(policy)")
             XCTAssertTrue(byExec.entries.allSatisfy { $0.kind != .file || $0.path.description.hasPrefix("links/") || $0.precision == .nanosecond })
             XCTAssertEqual(byExec.entry(at: try RelativePath(validating: "a.txt"))?.mtime, FileTime(seconds: 1_600_000_000, nanoseconds: 123_456_789))
 
@@ -92,7 +95,8 @@ final class SFTPListingTests: SFTPTestCase {
             let session = try SSHSession.open(endpoint)
             defer { session.close() }
             func names(_ index: Int, next: Int? = nil) throws -> [String] {
-                try session.listFolder(remotes[index], next: next.map { remotes[$0] }).map { String(decoding: $0.name, as: UTF8.self) }.sorted()
+                try session.listFolder(remotes[index], next: next.map { remotes[$0] }).map { String(decoding: $0.name, as: UTF8.self) }
+                    .filter { $0 != "." && $0 != ".." }.sorted()
             }
             // The first folder also pays for starting SFTP; count from the second on.
             var listed = [try names(0)]
@@ -109,7 +113,8 @@ final class SFTPListingTests: SFTPTestCase {
         XCTAssertEqual(chained, 3 + 2 * 5, "round trips for 6 folders listed each with the next")
     }
 
-    /// A readdir listing of a wide level logs in the listing's parallelism of sessions (4) over a near link, and
+    /// A readdir listing over libssh2's SFTP (where the pipe cannot be used) of a wide level logs in the listing's
+    /// parallelism of sessions (4) over a near link, and
     /// as many as may log in at once (8) over a far one (10 ms round trips), where each folder costs its turns.
     func testAFarLinkListsAWideLevelWithMoreSessions() async throws {
         let server = try SSHServer()
@@ -119,7 +124,7 @@ final class SFTPListingTests: SFTPTestCase {
             let proxy = try DelayProxy(forwardingTo: server.port, delay: delay)
             defer { proxy.stop() }
             var source = try source(server, served.path, through: proxy)
-            source.listingMethod = .readdirOnly
+            source.listingMethod = .sessionReaddirOnly
             let snapshot = try await source.snapshot(options: ListingOptions())
             await source.finishRun()
             XCTAssertEqual(snapshot.entries.filter { $0.kind == .file }.count, 12, "files listed, delay \(delay) s")
@@ -139,7 +144,7 @@ final class SFTPListingTests: SFTPTestCase {
         let proxy = try DelayProxy(forwardingTo: server.port, mostConnections: 3)
         defer { proxy.stop() }
         var source = try source(server, served.path, through: proxy)
-        source.listingMethod = .readdirOnly
+        source.listingMethod = .sessionReaddirOnly
         let snapshot = try await source.snapshot(options: ListingOptions())
         await source.finishRun()
         XCTAssertEqual(snapshot.entries.filter { $0.kind == .file }.count, 24)
@@ -179,35 +184,34 @@ final class SFTPListingTests: SFTPTestCase {
         XCTAssertGreaterThan(weekOld.turns, second.turns, "exec tried")
     }
 
-    /// The memo keeps how many sessions the listing took; the next listing logs them all in at once, while the
-    /// first logs in and lists the root, instead of after.
-    func testTheSessionsTheLastListingTookLogInAtOnce() async throws {
+    /// Over the pipe, one session lists a tree level after level with many folders in flight: 60 folders in
+    /// three levels through the delay proxy take a handful of turns after the log-in, where libssh2's calls take
+    /// two a folder, and no other session logs in.
+    func testThePipeListsManyFoldersInAFewRoundTripsOnOneSession() async throws {
         let server = try SSHServer(forceInternalSFTP: true)
-        let served = TemporaryDirectory("sftp-memo-sessions")
-        for index in 0..<3 { FixtureTree.write(served.path, "folder \(index)/a.txt", "a\n") }
-        let today = ListingHints.today()
-        var memo: String?
-        for pass in ["first", "second"] {
+        let served = TemporaryDirectory("sftp-pipe-walk")
+        for top in 0..<4 {
+            for middle in 0..<14 {
+                FixtureTree.write(served.path, "top \(top)/middle \(middle)/leaf/a.txt", "a\n")
+            }
+        }
+        var counted: [String: (turns: Int, connections: Int, files: Int)] = [:]
+        for (label, method) in [("pipe", SFTPLister.Method.readdirOnly), ("sessions", .sessionReaddirOnly)] {
             let proxy = try DelayProxy(forwardingTo: server.port)
             defer { proxy.stop() }
-            let source = try source(server, served.path, through: proxy)
-            var options = ListingOptions()
-            options.hints.memo = memo
-            let snapshot = try await source.snapshot(options: options)
+            var source = try source(server, served.path, through: proxy)
+            source.listingMethod = method
+            let snapshot = try await source.snapshot(options: ListingOptions())
             await source.finishRun()
-            XCTAssertEqual(snapshot.entries.filter { $0.kind == .file }.count, 3, pass)
-            XCTAssertEqual(snapshot.memo, "no-commands=\(today) sessions=3", pass)
-            let turns = proxy.connectionTurns
-            XCTAssertEqual(turns.count, 3, pass)
-            // The first session's log-in and the root's listing take more than 8 turns: sessions opened after it
-            // came later, sessions opened beside it came before.
-            if pass == "first" {
-                XCTAssertGreaterThan(turns.last ?? 0, 8, "the first listing opens its sessions once the root is listed")
-            } else {
-                XCTAssertLessThan(turns.max() ?? .max, 8, "the second opens them at once: \(turns)")
-            }
-            memo = snapshot.memo
+            counted[label] = (proxy.turns, proxy.connections, snapshot.entries.filter { $0.kind == .file }.count)
         }
+        XCTAssertEqual(counted["pipe"]?.files, 56)
+        XCTAssertEqual(counted["sessions"]?.files, 56)
+        XCTAssertEqual(counted["pipe"]?.connections, 1)
+        // The log-in, starting SFTP and resolving the root take about 15 turns; the pipe's start 3; then the root,
+        // 4 top folders, 56 middle and 56 leaf folders: about two turns a level.
+        XCTAssertLessThanOrEqual(counted["pipe"]?.turns ?? .max, 15 + 3 + 4 * 3, "turns over the pipe")
+        XCTAssertLessThan(counted["pipe"]?.turns ?? .max, counted["sessions"]?.turns ?? 0)
     }
 
     func testLinkToPasswdIsNotFollowed() async throws {

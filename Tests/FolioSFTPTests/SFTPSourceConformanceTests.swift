@@ -14,6 +14,14 @@ final class SFTPSourceConformanceTests: SFTPTestCase {
         }
     }
 
+    func testConformanceWithReaddirOverLibssh2SFTP() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-served")
+        try await SourceConformance.run(servedRoot: served.path, options: .init(precision: .second)) {
+            try self.source(server, $0, method: .sessionReaddirOnly)
+        }
+    }
+
     func testConformanceWithExecListing() async throws {
         let server = try SSHServer()
         let served = TemporaryDirectory("sftp-served")
