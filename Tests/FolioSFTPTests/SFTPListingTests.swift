@@ -214,6 +214,32 @@ final class SFTPListingTests: SFTPTestCase {
         XCTAssertLessThan(counted["pipe"]?.turns ?? .max, counted["sessions"]?.turns ?? 0)
     }
 
+    /// When the pipe cannot be used (here the server's second SFTP channel, the pipe's, answers with bytes that
+    /// are not SFTP), the listing falls back to libssh2's readdir across sessions and lists the whole tree.
+    func testAListingFallsBackToLibssh2sReaddirWhenThePipeFails() async throws {
+        let scripts = TemporaryDirectory("sftp-wrapper")
+        let count = scripts.path("count")
+        FixtureTree.write(scripts.path, "count", "0\n")
+        FixtureTree.write(scripts.path, "sftp", """
+            #!/bin/sh
+            n=$(cat \(count)); echo $((n + 1)) > \(count)
+            if [ "$n" = 1 ]; then printf 'not SFTP at all'; exit 0; fi
+            exec /usr/lib/openssh/sftp-server
+
+            """)
+        XCTAssertEqual(chmod(scripts.path("sftp"), 0o755), 0)
+        let server = try SSHServer(sftpSubsystem: false, extraConfig: ["Subsystem sftp \(scripts.path("sftp"))"])
+        let served = TemporaryDirectory("sftp-fallback")
+        for index in 0..<6 { FixtureTree.write(served.path, "folder \(index)/below/a.txt", "a\n") }
+        let source = try source(server, served.path, method: .readdirOnly)
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        await source.finishRun()
+        XCTAssertEqual(snapshot.entries.filter { $0.kind == .file }.count, 6)
+        XCTAssertTrue(snapshot.isComplete)
+        let channels = Int(FixtureTree.read(count).map { String(decoding: $0, as: UTF8.self) }?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0
+        XCTAssertGreaterThanOrEqual(channels, 3, "libssh2's channel, the pipe's, then the added sessions' channels")
+    }
+
     func testLinkToPasswdIsNotFollowed() async throws {
         let server = try SSHServer()
         let served = TemporaryDirectory("sftp-links")
