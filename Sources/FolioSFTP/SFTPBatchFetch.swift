@@ -68,8 +68,7 @@ enum SFTPBatchFetch {
             next = window.upperBound
             try pipe.send(requests)
             while !awaited.isEmpty {
-                let answer = try pipe.receive()
-                guard let what = awaited.removeValue(forKey: answer.id) else { throw SFTPPipe.Malformed() }
+                let (what, answer) = try pipe.receive(from: &awaited)
                 var fields = FieldReader(answer.body)
                 switch what {
                 case .handle(let index):

@@ -56,8 +56,7 @@ enum SFTPFolderWalk {
             var listed: [(FolderJob, Result<Names, LibSSH2Error>)] = []
             var opened: [Reading] = []
             while !awaited.isEmpty {
-                let answer = try pipe.receive()
-                guard let what = awaited.removeValue(forKey: answer.id) else { throw SFTPPipe.Malformed() }
+                let (what, answer) = try pipe.receive(from: &awaited)
                 var fields = FieldReader(answer.body)
                 switch what {
                 case .handle(let job):
@@ -81,14 +80,15 @@ enum SFTPFolderWalk {
                     }
                 }
             }
-            // Folders that ended: closed with the next round trip's requests (their answers never waited for),
-            // classified now, their subfolders queued.
+            // Folders that ended: closed now, their answers never waited for (they arrive ahead of the next round
+            // trip's); classified, their subfolders queued.
             var closing = SFTPPipe.Request()
-            for folder in reading where folder.outcome != nil {
+            for folder in reading {
+                guard let outcome = folder.outcome else { continue }
                 let id = pipe.makeID()
                 pipe.forget(id)
                 closing.close(id: id, handle: folder.handle)
-                if let outcome = folder.outcome { listed.append((folder.job, outcome)) }
+                listed.append((folder.job, outcome))
             }
             if !closing.bytes.isEmpty { try pipe.send(closing) }
             reading = reading.filter { $0.outcome == nil } + opened

@@ -184,6 +184,14 @@ final class SFTPPipe {
         }
     }
 
+    /// The next answer, with what its request waited for, taken out of `awaited`; an answer to a request not
+    /// there does not follow the protocol.
+    func receive<Waiting>(from awaited: inout [UInt32: Waiting]) throws -> (Waiting, Answer) {
+        let answer = try receive()
+        guard let waiting = awaited.removeValue(forKey: answer.id) else { throw Malformed() }
+        return (waiting, answer)
+    }
+
     deinit { buffer.deallocate() }
 }
 
