@@ -79,9 +79,12 @@ public struct SourceFeatures: Sendable, Equatable {
     /// Whether the listing uses `ListingOptions.hints` (the last run's folders and memo); the engine reads them
     /// from the state database only for such a source.
     public var listsAhead: Bool
+    /// Whether the listing uses only `ListingOptions.hints.memo` (what it learned about its server last time);
+    /// the engine then reads the memo alone, not the record's folders.
+    public var readsMemo: Bool
 
     public init(mtimePrecision: TimePrecision, checksums: Bool = false, resumable: Bool = true, batchDownloads: Bool = false,
-                costlyConnections: Bool = false, parallelBatches: Bool = false, listsAhead: Bool = false) {
+                costlyConnections: Bool = false, parallelBatches: Bool = false, listsAhead: Bool = false, readsMemo: Bool = false) {
         self.mtimePrecision = mtimePrecision
         self.checksums = checksums
         self.resumable = resumable
@@ -89,5 +92,6 @@ public struct SourceFeatures: Sendable, Equatable {
         self.costlyConnections = costlyConnections
         self.parallelBatches = parallelBatches
         self.listsAhead = listsAhead
+        self.readsMemo = readsMemo
     }
 }

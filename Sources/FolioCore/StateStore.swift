@@ -35,6 +35,8 @@ public protocol StateStore: Sendable {
     func forgetHookChanges(_ backlog: HookBacklog) throws
     /// The folders of a target's record and its last listing memo, for the next listing.
     func listingHints(of target: String) throws -> ListingHints
+    /// A target's last listing memo alone (`listingHints` without the folders).
+    func listingMemo(of target: String) throws -> String?
 }
 
 /// A state database that cannot be used: corrupt, newer than this Folio, unwritable. Fails the run (exit 1).

@@ -107,7 +107,13 @@ public struct SyncEngine: Sendable {
         let destination = try Self.openDestination(target.destination, dryRun: options.dryRun)
         var listing = ListingOptions(symlinks: target.symlinks, exclude: ExcludeFilter(target.exclude), parallelism: max(TargetConfig.nearTransfers, target.transfers ?? 0))
         // Why not in a dry run: it starts no run, so a target pointed at another source still holds the old one's hints.
-        if source.features.listsAhead, !options.dryRun { listing.hints = try state.listingHints(of: name) }
+        if !options.dryRun {
+            if source.features.listsAhead {
+                listing.hints = try state.listingHints(of: name)
+            } else if source.features.readsMemo {
+                listing.hints.memo = try state.listingMemo(of: name)
+            }
+        }
         var (snapshot, local) = try await Self.list(source, options: listing, destination: destination)
         try Task.checkCancellation()
         if destination?.ignoresCase == true {

@@ -15,10 +15,8 @@ struct SFTPListingMemo: Equatable {
     /// cannot reach). For a week after it, the listing goes straight to readdir.
     var findUnusableOn: Int?
 
-    init(commandsRefusedOn: Int? = nil, findUnusableOn: Int? = nil) {
-        self.commandsRefusedOn = commandsRefusedOn
-        self.findUnusableOn = findUnusableOn
-    }
+    /// Nothing learned yet.
+    init() {}
 
     /// Reads a stored memo; nil (none stored) reads as nothing learned.
     init(_ text: String?) {

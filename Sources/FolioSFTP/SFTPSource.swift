@@ -51,10 +51,10 @@ public struct SFTPSource: Source {
     /// SFTP version 3 reports whole seconds; the exec listing adds nanoseconds where the server has them. Small
     /// files come in batches: over `tar` where the server has it (see `TarBatch`), else over SFTP with many
     /// requests in flight (`SFTPBatchFetch`). The
-    /// listing reads what the last one learned about the server (`SFTPListingMemo`), hence `listsAhead`.
+    /// listing reads what the last one learned about the server (`SFTPListingMemo`), hence `readsMemo`.
     public var features: SourceFeatures {
         SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true, batchDownloads: true, costlyConnections: true,
-                       listsAhead: true)
+                       readsMemo: true)
     }
 
     public func snapshot(options: ListingOptions) async throws -> Snapshot {

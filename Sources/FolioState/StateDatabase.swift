@@ -207,9 +207,17 @@ public final class StateDatabase: StateStore, Sendable {
                     // A row whose path no longer validates is left out, as `record(of:)` does.
                     if let path = try? RelativePath(validating: [UInt8](bytes)) { folders.append(path) }
                 }
-                let memo = try String.fetchOne(db, sql: "SELECT listing_memo FROM target WHERE name = ?", arguments: [target])
+                let memo = try String.fetchOne(db, sql: Self.memoQuery, arguments: [target])
                 return ListingHints(folders: folders, memo: memo)
             }
+        }
+    }
+
+    static let memoQuery = "SELECT listing_memo FROM target WHERE name = ?"
+
+    public func listingMemo(of target: String) throws -> String? {
+        try perform {
+            try queue.read { db in try String.fetchOne(db, sql: Self.memoQuery, arguments: [target]) }
         }
     }
 

@@ -64,6 +64,7 @@ final class StateDatabaseTests: XCTestCase {
         let next = try database.beginRun(target: "t", source: "/s", destination: "/d", trigger: .manual, startedAt: Date())
         try database.finishRun(id: next, target: "t", report: RunReport(target: "t"), sourceDigest: nil)
         XCTAssertEqual(try database.listingHints(of: "t").memo, "depth-1 far", "a run without a memo keeps the last one")
+        XCTAssertEqual(try database.listingMemo(of: "t"), "depth-1 far", "the memo alone, as with the folders")
 
         _ = try database.beginRun(target: "t", source: "/elsewhere", destination: "/d", trigger: .manual, startedAt: Date())
         XCTAssertEqual(try database.listingHints(of: "t"), ListingHints())

@@ -93,6 +93,10 @@ public final class MemoryStateStore: StateStore, Sendable {
         }
     }
 
+    public func listingMemo(of target: String) throws -> String? {
+        storage.withLock { $0.memos[target] }
+    }
+
     /// The results of the runs so far, oldest first.
     public var results: [RunReport.Result?] { storage.withLock { $0.runs.map(\.result) } }
 }
