@@ -6,8 +6,9 @@ import Glibc
 /// the previous answer came back costs one of its own, so tests can count round trips without timing anything.
 /// Data is queued with a due time, not held stop-and-wait, so the delay does not cap throughput.
 public final class DelayProxy: @unchecked Sendable {
-    // Why @unchecked Sendable: `turnCount`, `clientSpokeLast`, `sockets`, `acceptedAtTurn` and `stopped` are only
-    // touched under `lock`; each socket is read by one thread and written by another, which the kernel allows.
+    // Why @unchecked Sendable: `turnCount`, `clientSpokeLast`, `open`, `listenerClosed`, `acceptedAtTurn` and
+    // `stopped` are only touched under `lock`; each socket is read by one thread and written by another, which the
+    // kernel allows, and closed only once both are done (see `Link`).
     public let port: Int
     private let targetPort: Int
     private let delay: TimeInterval
@@ -15,7 +16,9 @@ public final class DelayProxy: @unchecked Sendable {
     private let lock = NSLock()
     private var turnCount = 0
     private var clientSpokeLast = false
-    private var sockets: [Int32] = []
+    /// The connections whose sockets are not closed yet.
+    private var open: [Link] = []
+    private var listenerClosed = false
     private var acceptedAtTurn: [Int] = []
     private var stopped = false
     private let mostConnections: Int
@@ -52,20 +55,20 @@ public final class DelayProxy: @unchecked Sendable {
     public var turns: Int { lock.withLock { turnCount } }
 
     /// Connections forwarded so far.
-    public var connections: Int { lock.withLock { sockets.count / 2 } }
+    public var connections: Int { lock.withLock { acceptedAtTurn.count } }
 
     /// For each connection forwarded so far, in order, how many turns had been counted when it came.
     public var connectionTurns: [Int] { lock.withLock { acceptedAtTurn } }
 
     /// Stops accepting and cuts every connection.
     public func stop() {
-        let open: [Int32] = lock.withLock {
-            guard !stopped else { return [] }
+        // Why under the lock: sockets are closed only under it (see `Link`), so none here is closed or reused.
+        lock.withLock {
+            guard !stopped else { return }
             stopped = true
-            return sockets
+            if !listenerClosed { shutdown(listener, Int32(SHUT_RDWR)) }
+            for link in open { link.cut() }
         }
-        shutdown(listener, Int32(SHUT_RDWR))
-        for fd in open { shutdown(fd, Int32(SHUT_RDWR)) }
     }
 
     private static func loopback(port: Int) -> sockaddr_in {
@@ -77,7 +80,12 @@ public final class DelayProxy: @unchecked Sendable {
     }
 
     private func acceptConnections() {
-        defer { close(listener) }
+        defer {
+            lock.withLock {
+                listenerClosed = true
+                close(listener)
+            }
+        }
         while true {
             let client = accept(listener, nil, nil)
             if client < 0 { return }
@@ -86,9 +94,10 @@ public final class DelayProxy: @unchecked Sendable {
             let connected = withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
             }
+            let link = Link(client: client, server: server)
             let accepted = lock.withLock { () -> Bool in
-                guard connected, !stopped, sockets.count / 2 < mostConnections else { return false }
-                sockets += [client, server]
+                guard connected, !stopped, acceptedAtTurn.count < mostConnections else { return false }
+                open.append(link)
                 acceptedAtTurn.append(turnCount)
                 return true
             }
@@ -97,24 +106,27 @@ public final class DelayProxy: @unchecked Sendable {
                 close(server)
                 continue
             }
-            forward(from: client, to: server, fromClient: true)
-            forward(from: server, to: client, fromClient: false)
+            forward(link, fromClient: true)
+            forward(link, fromClient: false)
         }
     }
 
     /// One direction: a reader that notes each arrival and queues it with its due time, and a writer that sends
     /// it when due. Why two threads: the reader must see data the moment it arrives, or two requests sent
     /// together could look like two turns.
-    private func forward(from source: Int32, to destination: Int32, fromClient: Bool) {
+    private func forward(_ link: Link, fromClient: Bool) {
+        let source = fromClient ? link.client : link.server
+        let destination = fromClient ? link.server : link.client
         let queue = DueQueue()
         let delay = self.delay
         Thread.detachNewThread {
+            defer { self.release(link) }
             var buffer = [UInt8](repeating: 0, count: 65_536)
             while true {
                 let count = read(source, &buffer, buffer.count)
                 if count > 0, self.note(fromClient: fromClient) {
-                    shutdown(source, Int32(SHUT_RDWR))
-                    shutdown(destination, Int32(SHUT_RDWR))
+                    link.cut()
+                    queue.put(due: Date(), nil)
                     return
                 }
                 queue.put(due: Date() + delay, count > 0 ? Array(buffer[0..<count]) : nil)
@@ -122,7 +134,7 @@ public final class DelayProxy: @unchecked Sendable {
             }
         }
         Thread.detachNewThread {
-            defer { close(destination) }
+            defer { self.release(link) }
             while true {
                 let (due, data) = queue.take()
                 let wait = due.timeIntervalSinceNow
@@ -134,10 +146,25 @@ public final class DelayProxy: @unchecked Sendable {
                 var sent = 0
                 while sent < data.count {
                     let count = data[sent...].withUnsafeBytes { send(destination, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-                    if count <= 0 { return }
+                    if count <= 0 {
+                        // The far end is gone: nothing more can be forwarded either way.
+                        link.cut()
+                        return
+                    }
                     sent += count
                 }
             }
+        }
+    }
+
+    /// One of a link's four threads is done; the last closes its sockets.
+    private func release(_ link: Link) {
+        lock.withLock {
+            link.users -= 1
+            guard link.users == 0 else { return }
+            open.removeAll { $0 === link }
+            close(link.client)
+            close(link.server)
         }
     }
 
@@ -149,6 +176,30 @@ public final class DelayProxy: @unchecked Sendable {
             clientSpokeLast = fromClient
             return newTurn && turnCount == cutAtTurn
         }
+    }
+}
+
+/// One forwarded connection: its two sockets, used by four threads (a reader and a writer each way).
+///
+/// Why the sockets are closed only when all four have ended, under the proxy's lock: a descriptor closed while
+/// another thread may still read, send or shut it down can by then be reused for another file of this process (a
+/// pipe to a child, another test's SSH connection, one of libdispatch's own), which that thread would then read
+/// from or cut.
+private final class Link: @unchecked Sendable {
+    // Why @unchecked Sendable: `users` is only touched under the proxy's lock; the descriptors never change.
+    let client: Int32
+    let server: Int32
+    var users = 4
+
+    init(client: Int32, server: Int32) {
+        self.client = client
+        self.server = server
+    }
+
+    /// Cuts the connection both ways; every thread blocked on it wakes and ends.
+    func cut() {
+        shutdown(client, Int32(SHUT_RDWR))
+        shutdown(server, Int32(SHUT_RDWR))
     }
 }
 
