@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 
 /// A folder under the system temp directory, removed when the test is done with it.
 public final class TemporaryDirectory: @unchecked Sendable {
@@ -15,8 +16,19 @@ public final class TemporaryDirectory: @unchecked Sendable {
     public func path(_ relative: String) -> String { url.appendingPathComponent(relative).path }
 
     deinit {
-        // Restore write permission first: tests make folders read-only.
-        _ = try? Process.run(URL(fileURLWithPath: "/bin/chmod"), arguments: ["-R", "u+rwx", url.path]).waitUntilExit()
+        // Restore the owner's access to every folder first: tests make folders read-only or unreadable.
+        Self.openFolders(url.path)
         try? FileManager.default.removeItem(at: url)
+    }
+
+    /// Gives the owner read, write and search permission on `path` and every folder below it (links not
+    /// followed). Why not `chmod -R` in a child process: a deinit runs wherever the last reference goes, often on
+    /// the cooperative pool at the end of an async test, where Foundation's `Process.waitUntilExit` spins that
+    /// thread until its run loop learns of the exit.
+    private static func openFolders(_ path: String) {
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { return }
+        chmod(path, (info.st_mode & 0o7777) | S_IRWXU)
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] { openFolders(path + "/" + name) }
     }
 }
