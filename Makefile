@@ -25,7 +25,7 @@ demo: build
 ## Builds and runs every test (unit, engine, end-to-end, against real servers on 127.0.0.1).
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	SWIFT=$(SWIFT) ./scripts/run-tests.sh
 	./scripts/verify-systemd.sh
 
 ## Benchmarks folio against rclone, rsync, lftp (and tar/curl) on loopback servers; see Benchmarks/README.md.

@@ -6,6 +6,7 @@ packages=(
   openssh-server openssh-client nginx libnginx-mod-http-dav-ext apache2 python3 util-linux  # test servers
   exfatprogs exfat-fuse  # a destination that ignores case (CaseInsensitiveDestinationTests)
   faketime  # a wall clock behind the time since boot (MirrorEndToEndTests: trash made before NTP set the clock)
+  gdb  # scripts/run-tests.sh: the stacks of a test that hangs
   systemd strace  # scripts/verify-systemd.sh: systemd-analyze verify, and the daemon's system calls vs its filter
 )
 missing=()

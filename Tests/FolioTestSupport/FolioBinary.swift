@@ -1,3 +1,4 @@
+import FolioCore
 import Foundation
 import Glibc
 
@@ -25,18 +26,46 @@ public enum FolioBinary {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates.last!
     }
 
+    /// How long one run of folio may take before it counts as hung: far beyond any test's run (the slowest take a
+    /// few seconds), far below CI's limit.
+    public static let hangSeconds = 300
+
     /// Runs folio to completion. `unprivileged` runs it as `nobody` when the tests run as root (root ignores
     /// file permissions, so permission tests need another user). `launcher` is a command folio runs under, such
-    /// as `["/usr/bin/faketime", "-f", "-40d"]`.
+    /// as `["/usr/bin/faketime", "-f", "-40d"]`. A run still going after `hangSeconds` is killed, and its outcome
+    /// (status -1) carries every thread's stack in `stderr`, so a hang fails its test and says where instead of
+    /// stalling the suite.
     public static func run(_ arguments: [String], environment: [String: String] = [:], unprivileged: Bool = false,
                            launcher: [String] = [], currentDirectory: String? = nil) -> Outcome {
-        let process = start(arguments, environment: environment, unprivileged: unprivileged, launcher: launcher,
+        let running = start(arguments, environment: environment, unprivileged: unprivileged, launcher: launcher,
                             currentDirectory: currentDirectory)
-        let stdout = process.standardOutputPipe.fileHandleForReading.readDataToEndOfFile()
-        let stderr = process.standardErrorPipe.fileHandleForReading.readDataToEndOfFile()
-        process.process.waitUntilExit()
-        return Outcome(status: process.process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-                       stderr: String(decoding: stderr, as: UTF8.self))
+        let pid = running.process.processIdentifier
+        let exited = DispatchSemaphore(value: 0)
+        let hang = Locked<String?>(nil)
+        Thread.detachNewThread {
+            guard exited.wait(timeout: .now() + .seconds(hangSeconds)) == .timedOut else { return }
+            hang.withLock { $0 = "folio did not exit within \(hangSeconds) s and was killed; its threads:\n" + ThreadStacks.of(pid) }
+            kill(pid, SIGKILL)
+        }
+        // Why stderr on a thread of its own: read one pipe after the other, a child filling the second (64 KiB)
+        // while the first is drained would block for ever, and so would we.
+        let stderr = Locked(Data())
+        let stderrRead = DispatchSemaphore(value: 0)
+        let stderrHandle = running.standardErrorPipe.fileHandleForReading
+        Thread.detachNewThread {
+            let data = stderrHandle.readDataToEndOfFile()
+            stderr.withLock { $0 = data }
+            stderrRead.signal()
+        }
+        let stdout = running.standardOutputPipe.fileHandleForReading.readDataToEndOfFile()
+        stderrRead.wait()
+        running.process.waitUntilExit()
+        exited.signal()
+        let errors = String(decoding: stderr.withLock { $0 }, as: UTF8.self)
+        if let hang = hang.withLock({ $0 }) {
+            return Outcome(status: -1, stdout: String(decoding: stdout, as: UTF8.self), stderr: errors + hang)
+        }
+        return Outcome(status: running.process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: errors)
     }
 
     public struct Running {
