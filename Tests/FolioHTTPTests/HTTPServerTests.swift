@@ -186,17 +186,21 @@ final class HTTPServerTests: XCTestCase {
         let partial = scratch.path("part")
         let failure = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<SourceError?, any Error>) in
             // Why a thread: the download blocks in libcurl, as on an engine worker.
+            // Why `ended`: a download that fails before 300 KB must fail the test, not keep this loop waiting.
+            let ended = Locked(false)
             Thread.detachNewThread {
                 do {
                     let connection = try source.makeConnection()
                     defer { connection.close() }
                     _ = try SourceConformance.download(entry, with: connection, into: partial, from: 0)
+                    ended.withLock { $0 = true }
                     continuation.resume(returning: nil)
                 } catch {
+                    ended.withLock { $0 = true }
                     continuation.resume(returning: error as? SourceError)
                 }
             }
-            while (FixtureTree.read(partial)?.count ?? 0) < 300_000 { usleep(5_000) }
+            while !ended.withLock({ $0 }), (FixtureTree.read(partial)?.count ?? 0) < 300_000 { usleep(5_000) }
             server.stop(signal: SIGKILL)
         }
         XCTAssertEqual(failure?.code, .unreachable, "\(String(describing: failure))")
