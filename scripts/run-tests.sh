@@ -24,12 +24,15 @@ tests=$!
     kill -0 "$tests" 2>/dev/null || exit 0
   done
   echo "folio tests: still running after ${deadline} s, so a test hangs (the last 'started' line above names it); every thread's stack follows" >&2
+  # Stopped first, so that nothing starts more processes between the stacks and the kill.
+  started=$(descendants "$tests")
+  kill -STOP $started 2>/dev/null
   started=$(descendants "$tests")
   for pid in $started; do
     case $(readlink "/proc/$pid/exe") in
       *.xctest | */folio)
         echo "=== process $pid: $(tr '\0' ' ' < "/proc/$pid/cmdline")" >&2
-        gdb -p "$pid" -batch -nx -ex 'thread apply all bt' 2>&1 | grep -v '^\[New LWP\|^\[Thread debugging\|^Using host libthread_db' >&2 ;;
+        gdb -p "$pid" -batch -nx -ex 'thread apply all bt' 2>&1 | grep -E '^(Thread |#|$)' >&2 ;;
     esac
   done
   kill -KILL "$tests" $started 2>/dev/null

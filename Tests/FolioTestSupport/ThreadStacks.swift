@@ -8,8 +8,10 @@ public enum ThreadStacks {
     public static func of(_ pid: pid_t) -> String {
         let gdb = "/usr/bin/gdb"
         if FileManager.default.isExecutableFile(atPath: gdb),
-           let stacks = output(of: gdb, ["-p", "\(pid)", "-batch", "-nx", "-ex", "thread apply all bt"]), stacks.contains("Thread ") {
-            return stacks
+           let report = output(of: gdb, ["-p", "\(pid)", "-batch", "-nx", "-ex", "thread apply all bt"]) {
+            // Only the stacks: gdb also says much about the symbols it reads.
+            let stacks = report.split(separator: "\n").filter { $0.hasPrefix("Thread ") || $0.hasPrefix("#") }
+            if !stacks.isEmpty { return stacks.joined(separator: "\n") }
         }
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
         return tasks.sorted().map { task in
