@@ -2,8 +2,11 @@ import Foundation
 import Glibc
 
 /// A TCP proxy on 127.0.0.1 that forwards to a local port with `delay` added each way, and counts turns: how many
-/// times the client spoke after the server had. Requests sent together cost one turn; a request sent only once
-/// the previous answer came back costs one of its own, so tests can count round trips without timing anything.
+/// times the client spoke after an answer had been delivered to it. Requests sent together cost one turn; a request
+/// sent only once the previous answer came back costs one of its own, so tests can count round trips without
+/// timing anything. Why delivered, not merely arrived at the proxy: a client cannot have waited for an answer it
+/// has not been given, so a request it sends while the answer is still held here (a client thread descheduled
+/// between two writes on a busy machine) belongs to the same turn.
 /// Data is queued with a due time, not held stop-and-wait, so the delay does not cap throughput.
 public final class DelayProxy: @unchecked Sendable {
     // Why @unchecked Sendable: `turnCount`, `clientSpokeLast`, `open`, `listenerClosed`, `acceptedAtTurn` and
@@ -124,7 +127,7 @@ public final class DelayProxy: @unchecked Sendable {
             var buffer = [UInt8](repeating: 0, count: 65_536)
             while true {
                 let count = read(source, &buffer, buffer.count)
-                if count > 0, self.note(fromClient: fromClient) {
+                if count > 0, fromClient, self.noteClientSpoke() {
                     link.cut()
                     queue.put(due: Date(), nil)
                     return
@@ -143,6 +146,8 @@ public final class DelayProxy: @unchecked Sendable {
                     shutdown(destination, Int32(SHUT_WR))
                     return
                 }
+                // Marked before it is sent, never after: the client may answer the moment it has it.
+                if !fromClient { self.noteAnswerDelivered() }
                 var sent = 0
                 while sent < data.count {
                     let count = data[sent...].withUnsafeBytes { send(destination, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -168,14 +173,20 @@ public final class DelayProxy: @unchecked Sendable {
         }
     }
 
-    /// Counts a chunk's turn; true when it is the turn to cut at.
-    private func note(fromClient: Bool) -> Bool {
+    /// Counts the client's chunk as a new turn if an answer was delivered since it last spoke; true when it is the
+    /// turn to cut at.
+    private func noteClientSpoke() -> Bool {
         lock.withLock {
-            let newTurn = fromClient && !clientSpokeLast
+            let newTurn = !clientSpokeLast
             if newTurn { turnCount += 1 }
-            clientSpokeLast = fromClient
+            clientSpokeLast = true
             return newTurn && turnCount == cutAtTurn
         }
+    }
+
+    /// The server's chunk is being delivered to the client: what the client sends next is a new turn.
+    private func noteAnswerDelivered() {
+        lock.withLock { clientSpokeLast = false }
     }
 }
 
