@@ -12,6 +12,7 @@ final class SFTPPipe {
     /// Message types of SFTP version 3 (draft-ietf-secsh-filexfer-02).
     enum Message: UInt8 {
         case initialize = 1, version = 2, open = 3, close = 4, read = 5, fstat = 8, openFolder = 11, readFolder = 12
+        case realpath = 16, stat = 17
         case status = 101, handle = 102, data = 103, name = 104, attributes = 105
     }
 
@@ -123,31 +124,24 @@ final class SFTPPipe {
             end()
         }
 
-        mutating func openFolder(id: UInt32, path: [UInt8]) {
-            begin(.openFolder)
-            uint32(id)
-            string(path)
-            end()
-        }
+        mutating func openFolder(id: UInt32, path: [UInt8]) { request(.openFolder, id: id, path) }
 
-        mutating func readFolder(id: UInt32, handle: [UInt8]) {
-            begin(.readFolder)
-            uint32(id)
-            string(handle)
-            end()
-        }
+        mutating func readFolder(id: UInt32, handle: [UInt8]) { request(.readFolder, id: id, handle) }
 
-        mutating func fstat(id: UInt32, handle: [UInt8]) {
-            begin(.fstat)
-            uint32(id)
-            string(handle)
-            end()
-        }
+        mutating func fstat(id: UInt32, handle: [UInt8]) { request(.fstat, id: id, handle) }
 
-        mutating func close(id: UInt32, handle: [UInt8]) {
-            begin(.close)
+        mutating func close(id: UInt32, handle: [UInt8]) { request(.close, id: id, handle) }
+
+        mutating func realpath(id: UInt32, path: [UInt8]) { request(.realpath, id: id, path) }
+
+        /// SSH_FXP_STAT, which follows links.
+        mutating func stat(id: UInt32, path: [UInt8]) { request(.stat, id: id, path) }
+
+        /// A request whose only field is a path or a handle.
+        private mutating func request(_ type: Message, id: UInt32, _ field: [UInt8]) {
+            begin(type)
             uint32(id)
-            string(handle)
+            string(field)
             end()
         }
     }

@@ -216,9 +216,10 @@ final class SFTPListingTests: SFTPTestCase {
         XCTAssertLessThan(counted["pipe"]?.turns ?? .max, counted["sessions"]?.turns ?? 0)
     }
 
-    /// When the pipe cannot be used (here the server's second SFTP channel, the pipe's, answers with bytes that
-    /// are not SFTP), the listing falls back to libssh2's readdir across sessions and lists the whole tree. The
-    /// channels are counted under a lock, as added sessions may start theirs at once.
+    /// When the pipe cannot be used (here the server's first SFTP channel, the pipe's, answers with bytes that are
+    /// not SFTP), the root is resolved through libssh2's SFTP, the pipe is not tried again, and the listing falls
+    /// back to libssh2's readdir across sessions and lists the whole tree. The channels are counted under a lock,
+    /// as added sessions may start theirs at once.
     func testAListingFallsBackToLibssh2sReaddirWhenThePipeFails() async throws {
         let scripts = TemporaryDirectory("sftp-wrapper")
         let count = scripts.path("count")
@@ -229,7 +230,7 @@ final class SFTPListingTests: SFTPTestCase {
             flock 9
             n=$(cat \(count)); echo $((n + 1)) > \(count)
             exec 9>&-
-            if [ "$n" = 1 ]; then printf 'not SFTP at all'; exit 0; fi
+            if [ "$n" = 0 ]; then printf 'not SFTP at all'; exit 0; fi
             exec /usr/lib/openssh/sftp-server
 
             """)
@@ -244,7 +245,7 @@ final class SFTPListingTests: SFTPTestCase {
         XCTAssertTrue(snapshot.isComplete)
         let channels = Int(FixtureTree.read(count).map { String(decoding: $0, as: UTF8.self) }?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0
         // Not more: an added session starts its channel only if the first leaves it a folder to list.
-        XCTAssertGreaterThanOrEqual(channels, 2, "libssh2's channel (the root's realpath), then the pipe's, which failed")
+        XCTAssertGreaterThanOrEqual(channels, 2, "the pipe's channel, which failed, then libssh2's (the root, then readdir)")
     }
 
     func testLinkToPasswdIsNotFollowed() async throws {
@@ -290,9 +291,12 @@ final class SFTPListingTests: SFTPTestCase {
         guard let server = try unprivilegedServer() else { return }
         let served = TemporaryDirectory("sftp-root-errors")
         FixtureTree.write(served.path, "closed/inner/a.txt", "alpha\n")
+        FixtureTree.write(served.path, "plain.txt", "alpha\n")
         XCTAssertEqual(chmod(served.path("closed"), 0), 0)
         defer { chmod(served.path("closed"), 0o755) }
-        for method in [SFTPLister.Method.automatic, .readdirOnly] {
+        // The root is resolved over the pipe (readdir), through libssh2's SFTP (readdir across sessions), or by
+        // the exec listing.
+        for method in [SFTPLister.Method.automatic, .readdirOnly, .sessionReaddirOnly] {
             let missing = await snapshotError(try source(server, served.path("gone"), method: method))
             XCTAssertEqual(missing?.code, .notFound, "\(method)")
             XCTAssertEqual(missing?.message, "\(server.url(served.path("gone"))) does not exist on the server; check the path", "\(method)")
@@ -302,6 +306,9 @@ final class SFTPListingTests: SFTPTestCase {
             let closed = await snapshotError(try source(server, served.path("closed"), method: method))
             XCTAssertEqual(closed?.code, .permission, "\(method)")
             XCTAssertEqual(closed?.message, "cannot read \(server.url(served.path("closed"))): permission denied on the server; give folio-test read access there", "\(method)")
+            let file = await snapshotError(try source(server, served.path("plain.txt"), method: method))
+            XCTAssertEqual(file?.code, .notFound, "\(method)")
+            XCTAssertEqual(file?.message, "\(server.url(served.path("plain.txt"))) is not a folder on the server; give the folder to mirror", "\(method)")
         }
     }
 
