@@ -203,8 +203,7 @@ struct SFTPLister: Sendable {
             session.dropPipe()
             return nil
         }
-        // The stat's error says more than the realpath's (a folder that cannot be reached, say, over one that
-        // merely does not resolve), as `whyRealpathFailed` has it.
+        // Where both failed, the stat's error is the one reported, as on libssh2's path (`whyRealpathFailed`).
         switch (real, attributes) {
         case (.success(let real)?, .success(let attributes)?):
             try requireFolder(attributes, endpoint)
