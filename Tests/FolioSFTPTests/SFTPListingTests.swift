@@ -217,9 +217,9 @@ final class SFTPListingTests: SFTPTestCase {
     }
 
     /// When the pipe cannot be used (here the server's first SFTP channel, the pipe's, answers with bytes that are
-    /// not SFTP), the root is resolved through libssh2's SFTP, the pipe is not tried again, and the listing falls
-    /// back to libssh2's readdir across sessions and lists the whole tree. The channels are counted under a lock,
-    /// as added sessions may start theirs at once.
+    /// not SFTP), the root is resolved through libssh2's SFTP and the listing falls back to libssh2's readdir
+    /// across sessions, and lists the whole tree. The channels are counted under a lock, as added sessions may
+    /// start theirs at once.
     func testAListingFallsBackToLibssh2sReaddirWhenThePipeFails() async throws {
         let scripts = TemporaryDirectory("sftp-wrapper")
         let count = scripts.path("count")
