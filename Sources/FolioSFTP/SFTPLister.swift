@@ -169,10 +169,9 @@ struct SFTPLister: Sendable {
     /// SFTP-only account, where the listing then goes over the pipe anyway, nothing else needs that channel.
     static func resolveRootOverPipe(_ session: SSHSession, _ endpoint: SFTPEndpoint) throws(SourceError) -> [UInt8]? {
         let root = endpoint.remotePath(.root)
-        var real: Result<[UInt8], LibSSH2Error>?
-        var attributes: Result<RemoteAttributes, LibSSH2Error>?
-        do {
-            let pipe = try session.pipe()
+        let answers = try overPipe(session, doing: "opening", remote: root) { pipe in
+            var real: Result<[UInt8], LibSSH2Error>?
+            var attributes: Result<RemoteAttributes, LibSSH2Error>?
             let realpathID = pipe.makeID(), statID = pipe.makeID()
             var requests = SFTPPipe.Request()
             requests.realpath(id: realpathID, path: root)
@@ -195,14 +194,9 @@ struct SFTPLister: Sendable {
                 }
             }
             endpoint.roundTrips.record(ContinuousClock.now - asking)
-        } catch let error as LibSSH2Error {
-            session.dropPipe()
-            if error.isConnectionLoss { throw session.sourceError(error, doing: "opening", remote: root) }
-            return nil
-        } catch {
-            session.dropPipe()
-            return nil
+            return (real, attributes)
         }
+        guard let (real, attributes) = answers else { return nil }
         // Where both failed, the stat's error is the one reported, as on libssh2's path (`whyRealpathFailed`).
         switch (real, attributes) {
         case (.success(let real)?, .success(let attributes)?):
@@ -225,25 +219,34 @@ struct SFTPLister: Sendable {
     /// Lists `jobs` and everything below them over the session's pipe (`SFTPFolderWalk`); nil when the pipe cannot
     /// be used (refused, or an answer not understood), for the caller to list over libssh2's SFTP instead.
     static func pipeListing(_ jobs: [FolderJob], _ session: SSHSession, _ classifier: EntryClassifier) throws(SourceError) -> FolderListing? {
-        var listing = FolderListing()
-        do {
-            try SFTPFolderWalk.walk(jobs, over: try session.pipe()) { job, listed in
+        try overPipe(session, doing: "listing", remote: jobs[0].remote) { pipe in
+            var listing = FolderListing()
+            try SFTPFolderWalk.walk(jobs, over: pipe) { job, listed in
                 let found = try classifier.classify(job, listed, session)
                 listing.entries.append(contentsOf: found.entries)
                 listing.issues.append(contentsOf: found.issues)
                 return found.folders
             }
+            return listing
+        }
+    }
+
+    /// Runs `body` with the session's pipe. Nil when the pipe cannot be used (refused, or an answer not
+    /// understood): the pipe is then dropped, for the caller to go through libssh2's SFTP instead. A lost
+    /// connection is the error of `action` on `remote`; a `SourceError` from `body` is rethrown as it is.
+    private static func overPipe<T>(_ session: SSHSession, doing action: String, remote: [UInt8], _ body: (SFTPPipe) throws -> T) throws(SourceError) -> T? {
+        do {
+            return try body(try session.pipe())
         } catch let error as SourceError {
             throw error
         } catch let error as LibSSH2Error {
             session.dropPipe()
-            if error.isConnectionLoss { throw session.sourceError(error, doing: "listing", remote: jobs[0].remote) }
+            if error.isConnectionLoss { throw session.sourceError(error, doing: action, remote: remote) }
             return nil
         } catch {
             session.dropPipe()
             return nil
         }
-        return listing
     }
 
     /// What trying the exec listing came to.

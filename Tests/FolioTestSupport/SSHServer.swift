@@ -205,19 +205,10 @@ public final class SSHServer: @unchecked Sendable {
     /// reset ("Failed getting banner" where "Connection refused" was due; once in 24 runs under load). The
     /// greeting comes from that child once it has let go of the socket.
     static func greets(port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
+        guard let fd = LoopbackServer.connect(port: port) else { return false }
         defer { close(fd) }
         var wait = timeval(tv_sec: 5, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-        guard connected else { return false }
         var greeting = [UInt8](repeating: 0, count: 4)
         var count = 0
         while count < greeting.count {
