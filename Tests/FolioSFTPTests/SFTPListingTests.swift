@@ -248,6 +248,53 @@ final class SFTPListingTests: SFTPTestCase {
         XCTAssertGreaterThanOrEqual(channels, 2, "the pipe's channel, which failed, then libssh2's (the root, then readdir)")
     }
 
+    /// A pipe that breaks in the middle of the listing is dropped with what it listed, and the whole tree is listed
+    /// again through libssh2's readdir: every entry once, nothing lost, nothing twice. Here the server's first SFTP
+    /// channel ends after 4,000 bytes of answers, in the middle of a packet, once the root and several folders came
+    /// back over it, as when the server's sftp-server crashes.
+    func testAPipeThatBreaksMidListingFallsBackAndListsTheWholeTree() async throws {
+        let scripts = TemporaryDirectory("sftp-wrapper")
+        let count = scripts.path("count"), sent = scripts.path("sent")
+        FixtureTree.write(scripts.path, "count", "0\n")
+        FixtureTree.write(scripts.path, "sftp", """
+            #!/bin/sh
+            exec 9>>\(count).lock
+            flock 9
+            n=$(cat \(count)); echo $((n + 1)) > \(count)
+            exec 9>&-
+            if [ "$n" = 0 ]; then
+                # The channel ends once dd has passed on 4,000 bytes (one at a time: head would wait for all 4,000
+                # before writing any); the server dies at its next answer.
+                exec 3<&0
+                mkfifo \(scripts.path("answers"))
+                /usr/lib/openssh/sftp-server <&3 2>/dev/null >\(scripts.path("answers")) &
+                dd bs=1 count=4000 status=none <\(scripts.path("answers")) | tee \(sent)
+                exit 0
+            fi
+            exec /usr/lib/openssh/sftp-server
+
+            """)
+        XCTAssertEqual(chmod(scripts.path("sftp"), 0o755), 0)
+        let server = try SSHServer(sftpSubsystem: false, extraConfig: ["Subsystem sftp \(scripts.path("sftp"))"])
+        let served = TemporaryDirectory("sftp-broken-pipe")
+        var expected: [String] = []
+        for folder in 0..<20 {
+            expected += ["folder \(folder)", "folder \(folder)/below"]
+            for file in 0..<3 {
+                FixtureTree.write(served.path, "folder \(folder)/below/file \(file) with a longer name.txt", "\(folder) \(file)\n")
+                expected.append("folder \(folder)/below/file \(file) with a longer name.txt")
+            }
+        }
+        let source = try source(server, served.path, method: .readdirOnly)
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        await source.finishRun()
+        XCTAssertEqual(snapshot.entries.map(\.path.description).sorted(), expected.sorted())
+        XCTAssertTrue(snapshot.isComplete)
+        XCTAssertTrue(snapshot.issues.isEmpty, "\(snapshot.issues)")
+        // The pipe was cut inside the listing, not before it: the root's two answers take about 150 bytes.
+        XCTAssertEqual(FixtureTree.read(sent)?.count, 4000)
+    }
+
     func testLinkToPasswdIsNotFollowed() async throws {
         let server = try SSHServer()
         let served = TemporaryDirectory("sftp-links")
