@@ -342,6 +342,11 @@ enum LibSSH2 {
 
     // MARK: SFTP
 
+    /// How long a blocking call may wait on a silent socket before it fails with LIBSSH2_ERROR_TIMEOUT.
+    static func setTimeout(_ session: OpaquePointer, milliseconds: Int) {
+        libssh2_session_set_timeout(session, milliseconds)
+    }
+
     static func sftpInit(_ session: OpaquePointer) throws(LibSSH2Error) -> OpaquePointer {
         guard let sftp = libssh2_sftp_init(session) else { throw lastError(session) }
         return sftp

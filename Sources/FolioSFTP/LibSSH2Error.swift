@@ -50,6 +50,10 @@ struct LibSSH2Error: Error, Sendable, CustomStringConvertible {
     var isGenericSocketError: Bool { code == -1 }
     /// The server refused a channel request (an exec, a subsystem).
     var isRequestDenied: Bool { code == -22 }
+    /// The server closed the channel (for `SFTPPipe`: the SFTP subsystem ended before it answered).
+    var isChannelClosed: Bool { code == -26 }
+    /// A blocking call waited out the session's timeout.
+    var isTimeout: Bool { code == -9 }
     var isNoSuchFile: Bool { sftpStatus == 2 || sftpStatus == 10 }
     var isPermissionDenied: Bool { sftpStatus == 3 }
 }

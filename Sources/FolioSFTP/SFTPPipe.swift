@@ -35,10 +35,14 @@ final class SFTPPipe {
     private var nextID: UInt32 = 1
     /// Requests whose answers nobody waits for (closes): `receive` reads past them.
     private var forgotten: Set<UInt32> = []
+    /// Whether the channel's output has ended.
+    private var ended = false
     /// Where channel reads land before they join `received`.
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 << 10, alignment: 16)
 
-    /// Opens a channel, starts the `sftp` subsystem on it and agrees on version 3: three round trips.
+    /// Opens a channel, starts the `sftp` subsystem on it and agrees on version 3: three round trips. A subsystem
+    /// that ends before it answers (its program missing, a `ForceCommand` that is not an SFTP server) is
+    /// LIBSSH2_ERROR_CHANNEL_CLOSED, with its exit status in the message.
     init(session: OpaquePointer) throws(LibSSH2Error) {
         do {
             channel = try ExecChannel(session: session, subsystem: "sftp")
@@ -57,11 +61,22 @@ final class SFTPPipe {
         } catch let error as LibSSH2Error {
             throw error
         } catch {
+            if ended && received.isEmpty { throw Self.subsystemEnded(exitStatus: channel.close()) }
             throw LibSSH2Error(code: -31, message: "the server's SFTP subsystem did not answer as version 3")
         }
         guard answer.type == Message.version.rawValue else {
             throw LibSSH2Error(code: -31, message: "the server's SFTP subsystem did not answer as version 3")
         }
+    }
+
+    /// What a subsystem that ended before its first answer gets: what ended it, and where to fix it.
+    private static func subsystemEnded(exitStatus: Int32?) -> LibSSH2Error {
+        let why = switch exitStatus {
+        case 127?: ": its program was not found (exit status 127)"
+        case let status?: " (exit status \(status))"
+        case nil: " (a signal ended it, or its exit status is not known)"
+        }
+        return LibSSH2Error(code: -26, message: "the server's SFTP subsystem ended before it answered\(why); fix the \"Subsystem sftp\" line (or a ForceCommand) in the server's sshd_config: \"Subsystem sftp internal-sftp\" needs no program")
     }
 
     /// A new request id.
@@ -173,7 +188,10 @@ final class SFTPPipe {
                 start = 0
             }
             let count = try channel.read(into: buffer)
-            guard count > 0 else { throw Malformed() }
+            guard count > 0 else {
+                ended = true
+                throw Malformed()
+            }
             received += UnsafeRawBufferPointer(rebasing: buffer[0..<count])
         }
     }

@@ -136,12 +136,32 @@ final class SSHSession {
     /// needs it; over a 20 ms link that is 60 ms off every such session.
     private func sftpChannel() throws(LibSSH2Error) -> OpaquePointer {
         if let sftp { return sftp }
+        if let ended = endpoint.endedSubsystem.error { throw ended }
         do {
-            let started = try LibSSH2.sftpInit(session)
+            let started = try startSFTPChannel()
             sftp = started
             return started
-        } catch where !error.isConnectionLoss {
+        } catch where !error.isConnectionLoss && !error.isChannelClosed {
             throw LibSSH2Error(code: error.code, message: "the server offers no SFTP subsystem; enable \"Subsystem sftp internal-sftp\" in its sshd_config (\(error.message))")
+        }
+    }
+
+    /// libssh2's SFTP channel, started with a shorter wait first. Why: libssh2 1.10 waits for the subsystem's
+    /// first answer until its timeout even when the server closed the channel, so a subsystem whose program is
+    /// missing cost the whole timeout per session (30 s by default), then read as a lost connection. When that
+    /// wait ends, a pipe of Folio's own (which sees the channel close, and the exit status) tells an ended
+    /// subsystem from a slow one; for a slow one, libssh2's next call goes on waiting for the same answer.
+    private func startSFTPChannel() throws(LibSSH2Error) -> OpaquePointer {
+        let timeout = endpoint.timeoutSeconds * 1000
+        let firstAnswer = 3000 + (endpoint.roundTrips.fastest.map { Int($0 / .milliseconds(1)) * 10 } ?? 0)
+        guard firstAnswer < timeout else { return try LibSSH2.sftpInit(session) }
+        LibSSH2.setTimeout(session, milliseconds: firstAnswer)
+        do {
+            defer { LibSSH2.setTimeout(session, milliseconds: timeout) }
+            return try LibSSH2.sftpInit(session)
+        } catch where error.isTimeout {
+            _ = try pipe()
+            return try LibSSH2.sftpInit(session)
         }
     }
 
@@ -241,9 +261,15 @@ final class SSHSession {
     /// started on first use (three round trips) and kept for the next batch.
     func pipe() throws(LibSSH2Error) -> SFTPPipe {
         if let startedPipe { return startedPipe }
-        let started = try SFTPPipe(session: session)
-        startedPipe = started
-        return started
+        if let ended = endpoint.endedSubsystem.error { throw ended }
+        do {
+            let started = try SFTPPipe(session: session)
+            startedPipe = started
+            return started
+        } catch where error.isChannelClosed {
+            endpoint.endedSubsystem.note(error)
+            throw error
+        }
     }
 
     /// Drops the pipe after a batch left it out of step (answers not read, or not understood); the next batch

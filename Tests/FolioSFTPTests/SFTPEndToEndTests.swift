@@ -111,6 +111,53 @@ final class SFTPEndToEndTests: XCTestCase {
         XCTAssertTrue(message.contains("the server offers no SFTP subsystem; enable \"Subsystem sftp internal-sftp\" in its sshd_config"), message)
     }
 
+    /// A shell account whose SFTP subsystem names a program the server does not have (an sshd_config copied from
+    /// another distribution): the small files come over exec (tar), and the large one fails with what ended the
+    /// subsystem and where to fix it. libssh2 alone waited out its whole timeout for the subsystem's answer (30 s
+    /// a session), then called it a lost connection; the timeout is 60 s here, so that such a wait would show as
+    /// a wrong message, and the retry (one more session) would not wait again.
+    func testASubsystemWhoseProgramIsMissingFailsTheLargeFileWithTheFix() throws {
+        let server = try SSHServer(sftpSubsystem: false, extraConfig: ["Subsystem sftp \(work.path("no/such/sftp-server"))"])
+        FixtureTree.write(work.path("src"), "a.txt", "alpha\n", mtime: (1_600_000_000, 0))
+        FixtureTree.write(work.path("src"), "b/notes.txt", "bravo\n", mtime: (1_600_000_001, 0))
+        FixtureTree.write(work.path("src"), "z.bin", FixtureTree.bytes(count: 300 << 10, seed: 5), mtime: (1_600_000_002, 0))
+        let outcome = FolioBinary.run(mirror(server, work.path("src"), extra: ["--timeout", "60"]), environment: environment)
+        XCTAssertEqual(outcome.status, 3, "some files failed\n\(outcome.stdout)\n\(outcome.stderr)")
+        for path in ["a.txt", "b/notes.txt"] {
+            XCTAssertEqual(FixtureTree.read(work.path("dst/" + path)), FixtureTree.read(work.path("src/" + path)), path)
+            XCTAssertEqual(FixtureTree.mtime(work.path("dst/" + path)), FixtureTree.mtime(work.path("src/" + path)), path)
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/z.bin")), "never half a file")
+        let failed = outcome.events.filter { $0["event"] as? String == "file-failed" }
+        XCTAssertEqual(failed.map { $0["path"] as? String }, ["z.bin"], outcome.stdout)
+        XCTAssertEqual(failed.first?["message"] as? String, "opening \(server.url(work.path("src/z.bin"))) failed: the server's SFTP subsystem ended before it answered: its program was not found (exit status 127); fix the \"Subsystem sftp\" line (or a ForceCommand) in the server's sshd_config: \"Subsystem sftp internal-sftp\" needs no program")
+    }
+
+    /// An account whose every command and subsystem is a program that is not an SFTP server (here `ForceCommand
+    /// /bin/true`): the run fails at once with one line, where libssh2 alone waited out the timeout.
+    func testAnAccountWhoseSubsystemEndsAtOnceFailsTheRunWithOneLine() throws {
+        let server = try SSHServer(extraConfig: ["ForceCommand /bin/true"])
+        FixtureTree.write(work.path("src"), "a.txt", "alpha\n")
+        let outcome = FolioBinary.run(mirror(server, work.path("src"), json: false, extra: ["--timeout", "60"]), environment: environment)
+        assertOneLine(outcome, contains: ["opening \(server.url(work.path("src"))) failed: the server's SFTP subsystem ended before it answered (exit status 0); fix the \"Subsystem sftp\" line (or a ForceCommand) in the server's sshd_config"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/a.txt")))
+    }
+
+    /// A subsystem slower to answer than the first wait (here it sleeps 4 s, past the 3 s Folio first gives
+    /// libssh2) is not taken for one that ended: Folio's own channel finds it answering, libssh2 goes on waiting
+    /// for its answer, and the large file comes over it, exact.
+    func testASlowSubsystemStillServesTheLargeFile() throws {
+        let script = work.path("slow-sftp-server")
+        FixtureTree.write(work.path, "slow-sftp-server", "#!/bin/sh\nsleep 4\nexec /usr/lib/openssh/sftp-server\n")
+        XCTAssertEqual(chmod(script, 0o755), 0)
+        let server = try SSHServer(sftpSubsystem: false, extraConfig: ["Subsystem sftp \(script)"])
+        FixtureTree.write(work.path("src"), "z.bin", FixtureTree.bytes(count: 300 << 10, seed: 5), mtime: (1_600_000_002, 0))
+        let outcome = FolioBinary.run(mirror(server, work.path("src"), extra: ["--timeout", "60"]), environment: environment)
+        XCTAssertEqual(outcome.status, 0, "\(outcome.stdout)\n\(outcome.stderr)")
+        XCTAssertEqual(FixtureTree.read(work.path("dst/z.bin")), FixtureTree.read(work.path("src/z.bin")))
+        XCTAssertEqual(FixtureTree.mtime(work.path("dst/z.bin")), FixtureTree.mtime(work.path("src/z.bin")))
+    }
+
     /// Files dated before 1970 (scanned photos, archives restored with their dates). SFTP version 3 carries a time
     /// in 32 bits without a sign, so sshd sends 1969 as 2106. Once, where the listing (find) read the true time, the
     /// check after each SFTP download took that difference for a change on the server: such a file failed on every
