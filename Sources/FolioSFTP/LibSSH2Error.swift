@@ -8,6 +8,8 @@ struct LibSSH2Error: Error, Sendable, CustomStringConvertible {
     var message: String
     /// The SFTP status (`LIBSSH2_FX_*`) when `code` is `LIBSSH2_ERROR_SFTP_PROTOCOL`.
     var sftpStatus: UInt?
+    /// Folio's own SFTP channel read text where the subsystem's first answer belonged (see `SFTPPipe.init`).
+    var isTextBeforeSFTP = false
 
     var description: String {
         var text = "libssh2 \(code) (\(Self.name(of: code)))"

@@ -18,8 +18,8 @@ struct SFTPEndpoint: Sendable {
     var defaultKeyFolder = SFTPEndpoint.currentUser.home + "/.ssh"
     /// The quickest turns on this server, shared by every session to it.
     var roundTrips = RoundTripGauge()
-    /// Set once the server's SFTP subsystem was seen to end before it answered.
-    var endedSubsystem = EndedSubsystem()
+    /// What Folio's own SFTP channel found wrong with the server's SFTP subsystem.
+    var subsystemFaults = SubsystemFaults()
 
     /// `sftp://host:port`, the form `folio trust` takes.
     var hostURL: String { "sftp://\(host.contains(":") ? "[\(host)]" : host):\(port)" }

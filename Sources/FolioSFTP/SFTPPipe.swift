@@ -42,7 +42,8 @@ final class SFTPPipe {
 
     /// Opens a channel, starts the `sftp` subsystem on it and agrees on version 3: three round trips. A subsystem
     /// that ends before it answers (its program missing, a `ForceCommand` that is not an SFTP server) is
-    /// LIBSSH2_ERROR_CHANNEL_CLOSED, with its exit status in the message.
+    /// LIBSSH2_ERROR_CHANNEL_CLOSED, with its exit status in the message; one that sends text first (a shell
+    /// start-up file that prints) is `isTextBeforeSFTP`, with the text.
     init(session: OpaquePointer) throws(LibSSH2Error) {
         do {
             channel = try ExecChannel(session: session, subsystem: "sftp")
@@ -62,6 +63,9 @@ final class SFTPPipe {
             throw error
         } catch {
             if ended && received.isEmpty { throw Self.subsystemEnded(exitStatus: channel.close()) }
+            if let text = Self.leadingText(received) {
+                throw LibSSH2Error(code: -31, message: "the server's SFTP subsystem sent text before SFTP (\"\(text)\"): a shell start-up file of the account (such as ~/.bashrc) prints it; make it print nothing when the session is not interactive (ssh HOST true must print nothing)", sftpStatus: nil, isTextBeforeSFTP: true)
+            }
             throw LibSSH2Error(code: -31, message: "the server's SFTP subsystem did not answer as version 3")
         }
         guard answer.type == Message.version.rawValue else {
@@ -77,6 +81,14 @@ final class SFTPPipe {
         case nil: " (a signal ended it, or its exit status is not known)"
         }
         return LibSSH2Error(code: -26, message: "the server's SFTP subsystem ended before it answered\(why); fix the \"Subsystem sftp\" line (or a ForceCommand) in the server's sshd_config: \"Subsystem sftp internal-sftp\" needs no program")
+    }
+
+    /// The first line of `bytes` when they start as text (at least 4 printable ASCII characters, where an SFTP
+    /// answer starts with its length's zero bytes), cut to 60 characters; nil otherwise.
+    private static func leadingText(_ bytes: [UInt8]) -> String? {
+        let line = bytes.prefix { $0 != UInt8(ascii: "\n") && $0 != UInt8(ascii: "\r") }.prefix(60)
+        guard line.count >= 4, line.allSatisfy({ (0x20...0x7E).contains($0) || $0 == UInt8(ascii: "\t") }) else { return nil }
+        return String(decoding: line, as: UTF8.self)
     }
 
     /// A new request id.

@@ -136,12 +136,17 @@ final class SSHSession {
     /// needs it; over a 20 ms link that is 60 ms off every such session.
     private func sftpChannel() throws(LibSSH2Error) -> OpaquePointer {
         if let sftp { return sftp }
-        if let ended = endpoint.endedSubsystem.error { throw ended }
+        if let ended = endpoint.subsystemFaults.ended { throw ended }
         do {
             let started = try startSFTPChannel()
             sftp = started
             return started
         } catch where !error.isConnectionLoss && !error.isChannelClosed {
+            // libssh2 says only that the answer did not come; Folio's own channel reads what came instead (text
+            // from a shell start-up file, or nothing before the subsystem ended).
+            if startedPipe == nil { _ = try? pipe() }
+            if let ended = endpoint.subsystemFaults.ended { throw ended }
+            if let text = endpoint.subsystemFaults.text { throw text }
             throw LibSSH2Error(code: error.code, message: "the server offers no SFTP subsystem; enable \"Subsystem sftp internal-sftp\" in its sshd_config (\(error.message))")
         }
     }
@@ -261,13 +266,14 @@ final class SSHSession {
     /// started on first use (three round trips) and kept for the next batch.
     func pipe() throws(LibSSH2Error) -> SFTPPipe {
         if let startedPipe { return startedPipe }
-        if let ended = endpoint.endedSubsystem.error { throw ended }
+        if let ended = endpoint.subsystemFaults.ended { throw ended }
         do {
             let started = try SFTPPipe(session: session)
             startedPipe = started
             return started
-        } catch where error.isChannelClosed {
-            endpoint.endedSubsystem.note(error)
+        } catch {
+            if error.isChannelClosed { endpoint.subsystemFaults.noteEnded(error) }
+            if error.isTextBeforeSFTP { endpoint.subsystemFaults.noteText(error) }
             throw error
         }
     }

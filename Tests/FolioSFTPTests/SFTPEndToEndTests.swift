@@ -143,6 +143,36 @@ final class SFTPEndToEndTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/a.txt")))
     }
 
+    /// A subsystem that prints a line before SFTP (as a shell start-up file that greets does: OpenSSH's sftp then
+    /// says "Received message too long"): the line names the text and where it comes from. On a shell account the
+    /// small files still come over exec (tar) and the large one fails with that line; where every command is that
+    /// program, the run fails with it.
+    func testASubsystemThatPrintsTextFirstIsNamedWithTheText() throws {
+        let script = work.path("greeting-sftp-server")
+        FixtureTree.write(work.path, "greeting-sftp-server", "#!/bin/sh\necho 'Welcome to the NAS'\nexec /usr/lib/openssh/sftp-server\n")
+        XCTAssertEqual(chmod(script, 0o755), 0)
+        let why = "the server's SFTP subsystem sent text before SFTP (\"Welcome to the NAS\"): a shell start-up file of the account (such as ~/.bashrc) prints it; make it print nothing when the session is not interactive (ssh HOST true must print nothing)"
+        FixtureTree.write(work.path("src"), "a.txt", "alpha\n", mtime: (1_600_000_000, 0))
+        FixtureTree.write(work.path("src"), "b/notes.txt", "bravo\n", mtime: (1_600_000_001, 0))
+        FixtureTree.write(work.path("src"), "z.bin", FixtureTree.bytes(count: 300 << 10, seed: 5), mtime: (1_600_000_002, 0))
+
+        let shell = try SSHServer(sftpSubsystem: false, extraConfig: ["Subsystem sftp \(script)"])
+        let outcome = FolioBinary.run(mirror(shell, work.path("src"), extra: ["--timeout", "60"]), environment: environment)
+        XCTAssertEqual(outcome.status, 3, "some files failed\n\(outcome.stdout)\n\(outcome.stderr)")
+        for path in ["a.txt", "b/notes.txt"] {
+            XCTAssertEqual(FixtureTree.read(work.path("dst/" + path)), FixtureTree.read(work.path("src/" + path)), path)
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/z.bin")), "never half a file")
+        let failed = outcome.events.filter { $0["event"] as? String == "file-failed" }
+        XCTAssertEqual(failed.map { $0["path"] as? String }, ["z.bin"], outcome.stdout)
+        XCTAssertEqual(failed.first?["message"] as? String, "opening \(shell.url(work.path("src/z.bin"))) failed: \(why)")
+
+        try? FileManager.default.removeItem(atPath: work.path("dst"))
+        let sftpOnly = try SSHServer(extraConfig: ["ForceCommand \(script)"])
+        let refused = FolioBinary.run(mirror(sftpOnly, work.path("src"), json: false, extra: ["--timeout", "60"]), environment: environment)
+        assertOneLine(refused, contains: ["opening \(sftpOnly.url(work.path("src"))) failed: \(why)"])
+    }
+
     /// A subsystem slower to answer than the first wait (here it sleeps 4 s, past the 3 s Folio first gives
     /// libssh2) is not taken for one that ended: Folio's own channel finds it answering, libssh2 goes on waiting
     /// for its answer, and the large file comes over it, exact.
