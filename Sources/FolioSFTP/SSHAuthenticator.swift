@@ -28,12 +28,17 @@ struct SSHAuthenticator {
             } catch where error.code == -16 || error.code == -48 {
                 // Why only a configured identity ends the log-in here: a default key with a passphrase (and no
                 // passphrase-file) is common, and ssh-agent, the other default key or the password may still work.
+                let encrypted = Self.isEncryptedKey(keyPath)
                 if endpoint.identity == nil {
-                    tried[tried.count - 1] += " (needs a passphrase-file, or libssh2 cannot read it)"
+                    tried[tried.count - 1] += encrypted && passphrase == nil ? " (needs a passphrase-file)" : encrypted ? " (the passphrase-file does not open it)" : " (libssh2 cannot read it)"
                     continue
                 }
-                throw SourceError(.authentication, "cannot use identity \(keyPath) for \(endpoint.hostURL): not a private key libssh2 can read, or its passphrase (passphrase-file) is wrong",
-                                  underlying: error.description)
+                let why = switch (encrypted, endpoint.passphraseFile) {
+                case (true, nil): "it is protected by a passphrase; put the passphrase in a file only this user can read and give it as passphrase-file (--passphrase-file)"
+                case (true, let file?): "the passphrase in \(file) does not open it; check that the file holds that key's passphrase alone"
+                case (false, _): "not a private key libssh2 can read (OpenSSH, PEM or PKCS#8; a .pub file is only the public half)"
+                }
+                throw SourceError(.authentication, "cannot use identity \(keyPath) for \(endpoint.hostURL): \(why)", underlying: error.description, isRetryable: false)
             } catch where error.isConnectionLoss {
                 throw SourceError(.unreachable, Self.lostConnection(endpoint), underlying: error.description)
             } catch {
@@ -114,13 +119,33 @@ struct SSHAuthenticator {
 
     /// Whether a private key file holds an RSA key (PEM `RSA PRIVATE KEY` or an OpenSSH key of type `ssh-rsa`).
     static func isRSAKey(_ path: String) -> Bool {
-        guard let data = FileManager.default.contents(atPath: path) else { return false }
-        let text = String(decoding: data, as: UTF8.self)
+        guard let text = keyText(path) else { return false }
         if text.contains("BEGIN RSA PRIVATE KEY") { return true }
-        guard text.contains("BEGIN OPENSSH PRIVATE KEY") else { return false }
-        let body = text.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
-        guard let decoded = Data(base64Encoded: body) else { return false }
+        guard let decoded = openSSHKeyBytes(text) else { return false }
         let rsaName: [UInt8] = [0, 0, 0, 7] + Array("ssh-rsa".utf8)
-        return Array(decoded.prefix(200)).firstRange(of: rsaName) != nil
+        return decoded.prefix(200).firstRange(of: rsaName) != nil
+    }
+
+    /// Whether the private key file is protected by a passphrase: a PEM key with `Proc-Type: 4,ENCRYPTED`, an
+    /// encrypted PKCS#8 key, or an OpenSSH key whose cipher is not `none`.
+    static func isEncryptedKey(_ path: String) -> Bool {
+        guard let text = keyText(path) else { return false }
+        if text.contains("Proc-Type: 4,ENCRYPTED") || text.contains("BEGIN ENCRYPTED PRIVATE KEY") { return true }
+        // "openssh-key-v1\0", then the cipher's name as an SSH string.
+        let magic = Array("openssh-key-v1".utf8) + [0]
+        guard let decoded = openSSHKeyBytes(text), decoded.starts(with: magic) else { return false }
+        let none: [UInt8] = [0, 0, 0, 4] + Array("none".utf8)
+        return !decoded.dropFirst(magic.count).starts(with: none)
+    }
+
+    private static func keyText(_ path: String) -> String? {
+        FileManager.default.contents(atPath: path).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The decoded body of an `OPENSSH PRIVATE KEY` file.
+    private static func openSSHKeyBytes(_ text: String) -> [UInt8]? {
+        guard text.contains("BEGIN OPENSSH PRIVATE KEY") else { return nil }
+        let body = text.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+        return Data(base64Encoded: body).map { [UInt8]($0) }
     }
 }

@@ -176,7 +176,7 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         let agent = (ProcessInfo.processInfo.environment["SSH_AUTH_SOCK"] ?? "").isEmpty ? "" : ", ssh-agent"
         XCTAssertThrowsError(try SSHSession.open(endpoint)) { error in
             XCTAssertEqual((error as? SourceError)?.code, .authentication)
-            XCTAssertEqual((error as? SourceError)?.message, "sftp://127.0.0.1:\(server.port) refused to log in \(server.user) (tried key \(keys.path("id_ed25519")) (needs a passphrase-file, or libssh2 cannot read it)\(agent); server offers publickey); add the public key to ~\(server.user)/.ssh/authorized_keys on the server or set identity / password-file")
+            XCTAssertEqual((error as? SourceError)?.message, "sftp://127.0.0.1:\(server.port) refused to log in \(server.user) (tried key \(keys.path("id_ed25519")) (needs a passphrase-file)\(agent); server offers publickey); add the public key to ~\(server.user)/.ssh/authorized_keys on the server or set identity / password-file")
         }
 
         let open = try server.makeUnauthorizedKey(type: "ecdsa")
@@ -242,9 +242,27 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         settings.passphraseFile = secrets.path("bad")
         let bad = try SFTPSource(location: SourceLocation(parsing: server.url(served.path)), settings: settings, timeout: 10, transfers: 1, symlinks: .skip)
         let error = await snapshotError(bad)
-        assertOneLine(error, .authentication, contains: [key, "passphrase"])
+        assertOneLine(error, .authentication, contains: ["cannot use identity \(key) for sftp://127.0.0.1:\(server.port): the passphrase in \(secrets.path("bad")) does not open it; check that the file holds that key's passphrase alone"])
         XCTAssertFalse(error?.message.contains("battery") ?? true)
         XCTAssertFalse(error?.underlying?.contains("battery") ?? false)
+    }
+
+    /// A configured key that cannot be used says which of two things is wrong: a key with a passphrase and no
+    /// passphrase-file names the setting to add; a file that is no private key (here the .pub) says so.
+    func testAnUnusableIdentitySaysWhetherItNeedsAPassphraseOrIsNoPrivateKey() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-unusable-key")
+        let locked = try server.makeUnauthorizedKey(passphrase: "correct horse")
+        try server.authorize(locked)
+        let needsPassphrase = await snapshotError(try source(server, served.path, identity: locked))
+        assertOneLine(needsPassphrase, .authentication, contains: ["cannot use identity \(locked) for sftp://127.0.0.1:\(server.port): it is protected by a passphrase; put the passphrase in a file only this user can read and give it as passphrase-file (--passphrase-file)"])
+
+        let unlocked = try server.makeUnauthorizedKey(type: "ecdsa")
+        try server.authorize(unlocked)
+        XCTAssertFalse(SSHAuthenticator.isEncryptedKey(unlocked))
+        XCTAssertTrue(SSHAuthenticator.isEncryptedKey(locked))
+        let publicHalf = await snapshotError(try source(server, served.path, identity: unlocked + ".pub"))
+        assertOneLine(publicHalf, .authentication, contains: ["cannot use identity \(unlocked).pub for sftp://127.0.0.1:\(server.port): not a private key libssh2 can read (OpenSSH, PEM or PKCS#8; a .pub file is only the public half)"])
     }
 
     /// A server offering only algorithms libssh2 1.10 lacks (chacha20-poly1305, AES-GCM, -etm MACs, the sntrup761
