@@ -7,7 +7,8 @@ struct SFTPEndpoint: Sendable {
     var host: String
     var port: Int
     var user: String
-    /// The source root as the user wrote it (percent-decoded), absolute on the server.
+    /// The source root as the user wrote it (percent-decoded): absolute on the server, or relative to the account's
+    /// home folder (written `/~/path`; `.` for the home folder itself).
     var rootPath: String
     var identity: String?
     var passphraseFile: String?
@@ -24,10 +25,12 @@ struct SFTPEndpoint: Sendable {
     /// `sftp://host:port`, the form `folio trust` takes.
     var hostURL: String { "sftp://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
 
-    /// `sftp://user@host:port/path` for messages; never holds a secret.
+    /// `sftp://user@host:port/path` for messages (`/~/path` for a path relative to the home folder); never holds a
+    /// secret.
     func url(_ remotePath: [UInt8]? = nil) -> String {
         let path = remotePath.map { RelativePath.display($0) } ?? rootPath
-        return "sftp://\(user)@\(host.contains(":") ? "[\(host)]" : host):\(port)\(path.hasPrefix("/") ? "" : "/")\(path)"
+        let shown = path.hasPrefix("/") ? path : path == "." ? "/~" : "/~/" + (path.hasPrefix("./") ? String(path.dropFirst(2)) : path)
+        return "sftp://\(user)@\(host.contains(":") ? "[\(host)]" : host):\(port)\(shown)"
     }
 
     /// The remote path of an entry below the root.

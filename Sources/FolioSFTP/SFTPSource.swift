@@ -32,6 +32,9 @@ public struct SFTPSource: Source {
         try LibSSH2.initialize()
         var root = path.isEmpty ? "/" : path
         while root.count > 1, root.hasSuffix("/") { root.removeLast() }
+        // `/~/path` is below the account's home folder (as curl and lftp read it): the server gets the path
+        // relative, which SFTP and the account's shell both resolve from the home folder.
+        if root == "/~" { root = "." } else if root.hasPrefix("/~/") { root = String(root.dropFirst(3)) }
         endpoint = SFTPEndpoint(
             host: host, port: port, user: user ?? SFTPEndpoint.currentUser.name, rootPath: root,
             identity: settings.identity.map(SFTPEndpoint.expandingHome),

@@ -9,7 +9,7 @@ struct MirrorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mirror",
         abstract: "Mirror SOURCE into DEST once, without a configuration file.",
-        discussion: "SOURCE is a folder, file://, sftp://[user@]host[:port]/path or http(s):// URL; DEST a local folder."
+        discussion: "SOURCE is a folder, file://, sftp://[user@]host[:port]/path (/~/path: below the account's home) or http(s):// URL; DEST a local folder."
     )
 
     @Argument(help: "Where the files come from.") var source: String

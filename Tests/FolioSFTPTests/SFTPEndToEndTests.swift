@@ -173,6 +173,34 @@ final class SFTPEndToEndTests: XCTestCase {
         assertOneLine(refused, contains: ["opening \(sftpOnly.url(work.path("src"))) failed: \(why)"])
     }
 
+    /// `sftp://host/~/path` is below the account's home folder, on a shell account (find, tar, and SFTP for the
+    /// large file) and on an SFTP-only one; a message names the path as written.
+    func testATildePathIsBelowTheHomeFolder() throws {
+        let home = String(cString: getpwuid(geteuid())!.pointee.pw_dir)
+        let name = "folio-test-home-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: home + "/" + name) }
+        FixtureTree.write(home, name + "/a.txt", "alpha\n", mtime: (1_600_000_000, 0))
+        FixtureTree.write(home, name + "/b/notes.txt", "bravo\n", mtime: (1_600_000_001, 0))
+        FixtureTree.write(home, name + "/z.bin", FixtureTree.bytes(count: 300 << 10, seed: 5), mtime: (1_600_000_002, 0))
+        for (label, server) in [("shell", try SSHServer()), ("SFTP only", try SSHServer(forceInternalSFTP: true))] {
+            try? FileManager.default.removeItem(atPath: work.path("dst"))
+            try? FileManager.default.removeItem(atPath: work.path("state"))
+            FixtureTree.makeFolder(work.path, "state")
+            let url = "sftp://\(server.user)@127.0.0.1:\(server.port)/~/\(name)"
+            let outcome = FolioBinary.run(["mirror", url, work.path("dst"), "--identity", server.userKeyPath, "--known-hosts", server.knownHostsPath],
+                                          environment: environment)
+            XCTAssertEqual(outcome.status, 0, "\(label)\n\(outcome.stdout)\n\(outcome.stderr)")
+            XCTAssertEqual(FixtureTree.listing(work.path("dst")), FixtureTree.listing(home + "/" + name), label)
+            for path in ["a.txt", "b/notes.txt", "z.bin"] {
+                XCTAssertEqual(FixtureTree.read(work.path("dst/" + path)), FixtureTree.read(home + "/" + name + "/" + path), "\(label): \(path)")
+                XCTAssertEqual(FixtureTree.mtime(work.path("dst/" + path)), FixtureTree.mtime(home + "/" + name + "/" + path), "\(label): \(path)")
+            }
+            let missing = FolioBinary.run(["mirror", url + "-gone", work.path("dst"), "--identity", server.userKeyPath, "--known-hosts", server.knownHostsPath],
+                                          environment: environment)
+            XCTAssertEqual(missing.stderr, "mirror:\(work.path("dst")): failed: \(url)-gone does not exist on the server; check the path\n", label)
+        }
+    }
+
     /// A subsystem slower to answer than the first wait (here it sleeps 4 s, past the 3 s Folio first gives
     /// libssh2) is not taken for one that ended: Folio's own channel finds it answering, libssh2 goes on waiting
     /// for its answer, and the large file comes over it, exact.
