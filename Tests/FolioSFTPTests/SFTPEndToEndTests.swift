@@ -29,6 +29,29 @@ final class SFTPEndToEndTests: XCTestCase {
         for part in parts { XCTAssertTrue(outcome.stderr.contains(part), "\"\(part)\" missing from: \(outcome.stderr)", file: file, line: line) }
     }
 
+    /// Two small files (which tar batches) and one of 300 KiB (past the batches: SFTP alone) in `src`.
+    private func writeSmallFilesAndALargeOne() {
+        FixtureTree.write(work.path("src"), "a #1.txt", "alpha\n", mtime: (1_600_000_000, 123))
+        FixtureTree.write(work.path("src"), "a/notes.txt", "bravo\n", mtime: (1_600_000_001, 0))
+        FixtureTree.write(work.path("src"), "z.bin", FixtureTree.bytes(count: 300 << 10, seed: 5), mtime: (1_600_000_002, 0))
+    }
+
+    /// Mirrors `writeSmallFilesAndALargeOne`'s tree from a server whose SFTP cannot be used, and checks that the
+    /// small files came over exec (tar), exact, and that the large one failed alone (exit 3, never half a file).
+    /// Returns the large file's message.
+    private func mirrorWhereOnlyTheLargeFileFails(_ server: SSHServer, file: StaticString = #filePath, line: UInt = #line) -> String {
+        let outcome = FolioBinary.run(mirror(server, work.path("src"), extra: ["--timeout", "60"]), environment: environment)
+        XCTAssertEqual(outcome.status, 3, "some files failed\n\(outcome.stdout)\n\(outcome.stderr)", file: file, line: line)
+        for path in ["a #1.txt", "a/notes.txt"] {
+            XCTAssertEqual(FixtureTree.read(work.path("dst/" + path)), FixtureTree.read(work.path("src/" + path)), path, file: file, line: line)
+            XCTAssertEqual(FixtureTree.mtime(work.path("dst/" + path)), FixtureTree.mtime(work.path("src/" + path)), path, file: file, line: line)
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/z.bin")), "never half a file", file: file, line: line)
+        let failed = outcome.events.filter { $0["event"] as? String == "file-failed" }
+        XCTAssertEqual(failed.map { $0["path"] as? String }, ["z.bin"], outcome.stdout, file: file, line: line)
+        return failed.first?["message"] as? String ?? ""
+    }
+
     func testMirrorIsExactAndANoChangeRerunFetchesNothing() throws {
         let server = try SSHServer()
         ConformanceTree.create(at: work.path("src"))
@@ -95,19 +118,8 @@ final class SFTPEndToEndTests: XCTestCase {
     /// tar) and are exact; the one large file, which needs SFTP, fails on its own with the fix in its message.
     func testServerWithoutSFTPSubsystemMirrorsSmallFilesAndNamesTheFixForLargeOnes() throws {
         let server = try SSHServer(sftpSubsystem: false)
-        FixtureTree.write(work.path("src"), "a #1.txt", "alpha\n", mtime: (1_600_000_000, 123))
-        FixtureTree.write(work.path("src"), "a/notes.txt", "bravo\n", mtime: (1_600_000_001, 0))
-        FixtureTree.write(work.path("src"), "z.bin", FixtureTree.bytes(count: 300 << 10, seed: 5), mtime: (1_600_000_002, 0))
-        let outcome = FolioBinary.run(mirror(server, work.path("src")), environment: environment)
-        XCTAssertEqual(outcome.status, 3, "some files failed\n\(outcome.stdout)\n\(outcome.stderr)")
-        for path in ["a #1.txt", "a/notes.txt"] {
-            XCTAssertEqual(FixtureTree.read(work.path("dst/" + path)), FixtureTree.read(work.path("src/" + path)), path)
-            XCTAssertEqual(FixtureTree.mtime(work.path("dst/" + path)), FixtureTree.mtime(work.path("src/" + path)), path)
-        }
-        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/z.bin")), "never half a file")
-        let failed = outcome.events.filter { $0["event"] as? String == "file-failed" }
-        XCTAssertEqual(failed.map { $0["path"] as? String }, ["z.bin"], outcome.stdout)
-        let message = failed.first?["message"] as? String ?? ""
+        writeSmallFilesAndALargeOne()
+        let message = mirrorWhereOnlyTheLargeFileFails(server)
         XCTAssertTrue(message.contains("the server offers no SFTP subsystem; enable \"Subsystem sftp internal-sftp\" in its sshd_config"), message)
     }
 
@@ -118,19 +130,8 @@ final class SFTPEndToEndTests: XCTestCase {
     /// a wrong message, and the retry (one more session) would not wait again.
     func testASubsystemWhoseProgramIsMissingFailsTheLargeFileWithTheFix() throws {
         let server = try SSHServer(sftpSubsystem: false, extraConfig: ["Subsystem sftp \(work.path("no/such/sftp-server"))"])
-        FixtureTree.write(work.path("src"), "a.txt", "alpha\n", mtime: (1_600_000_000, 0))
-        FixtureTree.write(work.path("src"), "b/notes.txt", "bravo\n", mtime: (1_600_000_001, 0))
-        FixtureTree.write(work.path("src"), "z.bin", FixtureTree.bytes(count: 300 << 10, seed: 5), mtime: (1_600_000_002, 0))
-        let outcome = FolioBinary.run(mirror(server, work.path("src"), extra: ["--timeout", "60"]), environment: environment)
-        XCTAssertEqual(outcome.status, 3, "some files failed\n\(outcome.stdout)\n\(outcome.stderr)")
-        for path in ["a.txt", "b/notes.txt"] {
-            XCTAssertEqual(FixtureTree.read(work.path("dst/" + path)), FixtureTree.read(work.path("src/" + path)), path)
-            XCTAssertEqual(FixtureTree.mtime(work.path("dst/" + path)), FixtureTree.mtime(work.path("src/" + path)), path)
-        }
-        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/z.bin")), "never half a file")
-        let failed = outcome.events.filter { $0["event"] as? String == "file-failed" }
-        XCTAssertEqual(failed.map { $0["path"] as? String }, ["z.bin"], outcome.stdout)
-        XCTAssertEqual(failed.first?["message"] as? String, "opening \(server.url(work.path("src/z.bin"))) failed: the server's SFTP subsystem ended before it answered: its program was not found (exit status 127); fix the \"Subsystem sftp\" line (or a ForceCommand) in the server's sshd_config: \"Subsystem sftp internal-sftp\" needs no program")
+        writeSmallFilesAndALargeOne()
+        XCTAssertEqual(mirrorWhereOnlyTheLargeFileFails(server), "opening \(server.url(work.path("src/z.bin"))) failed: the server's SFTP subsystem ended before it answered: its program was not found (exit status 127); fix the \"Subsystem sftp\" line (or a ForceCommand) in the server's sshd_config: \"Subsystem sftp internal-sftp\" needs no program")
     }
 
     /// An account whose every command and subsystem is a program that is not an SFTP server (here `ForceCommand
@@ -152,20 +153,10 @@ final class SFTPEndToEndTests: XCTestCase {
         FixtureTree.write(work.path, "greeting-sftp-server", "#!/bin/sh\necho 'Welcome to the NAS'\nexec /usr/lib/openssh/sftp-server\n")
         XCTAssertEqual(chmod(script, 0o755), 0)
         let why = "the server's SFTP subsystem sent text before SFTP (\"Welcome to the NAS\"): a shell start-up file of the account (such as ~/.bashrc) prints it; make it print nothing when the session is not interactive (ssh HOST true must print nothing)"
-        FixtureTree.write(work.path("src"), "a.txt", "alpha\n", mtime: (1_600_000_000, 0))
-        FixtureTree.write(work.path("src"), "b/notes.txt", "bravo\n", mtime: (1_600_000_001, 0))
-        FixtureTree.write(work.path("src"), "z.bin", FixtureTree.bytes(count: 300 << 10, seed: 5), mtime: (1_600_000_002, 0))
+        writeSmallFilesAndALargeOne()
 
         let shell = try SSHServer(sftpSubsystem: false, extraConfig: ["Subsystem sftp \(script)"])
-        let outcome = FolioBinary.run(mirror(shell, work.path("src"), extra: ["--timeout", "60"]), environment: environment)
-        XCTAssertEqual(outcome.status, 3, "some files failed\n\(outcome.stdout)\n\(outcome.stderr)")
-        for path in ["a.txt", "b/notes.txt"] {
-            XCTAssertEqual(FixtureTree.read(work.path("dst/" + path)), FixtureTree.read(work.path("src/" + path)), path)
-        }
-        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/z.bin")), "never half a file")
-        let failed = outcome.events.filter { $0["event"] as? String == "file-failed" }
-        XCTAssertEqual(failed.map { $0["path"] as? String }, ["z.bin"], outcome.stdout)
-        XCTAssertEqual(failed.first?["message"] as? String, "opening \(shell.url(work.path("src/z.bin"))) failed: \(why)")
+        XCTAssertEqual(mirrorWhereOnlyTheLargeFileFails(shell), "opening \(shell.url(work.path("src/z.bin"))) failed: \(why)")
 
         try? FileManager.default.removeItem(atPath: work.path("dst"))
         let sftpOnly = try SSHServer(extraConfig: ["ForceCommand \(script)"])

@@ -222,20 +222,7 @@ final class SFTPListingTests: SFTPTestCase {
     /// start theirs at once.
     func testAListingFallsBackToLibssh2sReaddirWhenThePipeFails() async throws {
         let scripts = TemporaryDirectory("sftp-wrapper")
-        let count = scripts.path("count")
-        FixtureTree.write(scripts.path, "count", "0\n")
-        FixtureTree.write(scripts.path, "sftp", """
-            #!/bin/sh
-            exec 9>>\(count).lock
-            flock 9
-            n=$(cat \(count)); echo $((n + 1)) > \(count)
-            exec 9>&-
-            if [ "$n" = 0 ]; then printf 'not SFTP at all'; exit 0; fi
-            exec /usr/lib/openssh/sftp-server
-
-            """)
-        XCTAssertEqual(chmod(scripts.path("sftp"), 0o755), 0)
-        let server = try SSHServer(sftpSubsystem: false, extraConfig: ["Subsystem sftp \(scripts.path("sftp"))"])
+        let (server, count) = try serverWhoseFirstSFTPChannel(runs: "printf 'not SFTP at all'", scripts: scripts)
         let served = TemporaryDirectory("sftp-fallback")
         for index in 0..<6 { FixtureTree.write(served.path, "folder \(index)/below/a.txt", "a\n") }
         let source = try source(server, served.path, method: .readdirOnly)
@@ -254,28 +241,16 @@ final class SFTPListingTests: SFTPTestCase {
     /// back over it, as when the server's sftp-server crashes.
     func testAPipeThatBreaksMidListingFallsBackAndListsTheWholeTree() async throws {
         let scripts = TemporaryDirectory("sftp-wrapper")
-        let count = scripts.path("count"), sent = scripts.path("sent")
-        FixtureTree.write(scripts.path, "count", "0\n")
-        FixtureTree.write(scripts.path, "sftp", """
-            #!/bin/sh
-            exec 9>>\(count).lock
-            flock 9
-            n=$(cat \(count)); echo $((n + 1)) > \(count)
-            exec 9>&-
-            if [ "$n" = 0 ]; then
-                # The channel ends once dd has passed on 4,000 bytes (one at a time: head would wait for all 4,000
-                # before writing any); the server dies at its next answer.
-                exec 3<&0
-                mkfifo \(scripts.path("answers"))
-                /usr/lib/openssh/sftp-server <&3 2>/dev/null >\(scripts.path("answers")) &
-                dd bs=1 count=4000 status=none <\(scripts.path("answers")) | tee \(sent)
-                exit 0
-            fi
-            exec /usr/lib/openssh/sftp-server
-
-            """)
-        XCTAssertEqual(chmod(scripts.path("sftp"), 0o755), 0)
-        let server = try SSHServer(sftpSubsystem: false, extraConfig: ["Subsystem sftp \(scripts.path("sftp"))"])
+        let sent = scripts.path("sent"), answers = scripts.path("answers")
+        // The channel ends once dd has passed on 4,000 bytes (one at a time: head would wait for all 4,000 before
+        // writing any); the server dies at its next answer. stdin is kept on fd 3 for it, as a background command
+        // gets /dev/null.
+        let (server, _) = try serverWhoseFirstSFTPChannel(runs: """
+            exec 3<&0
+                mkfifo \(answers)
+                /usr/lib/openssh/sftp-server <&3 2>/dev/null >\(answers) &
+                dd bs=1 count=4000 status=none <\(answers) | tee \(sent)
+            """, scripts: scripts)
         let served = TemporaryDirectory("sftp-broken-pipe")
         var expected: [String] = []
         for folder in 0..<20 {
@@ -442,6 +417,29 @@ final class SFTPListingTests: SFTPTestCase {
 
     /// A server that logs in the unprivileged user folio-test (root reads everything), or nil, failing the test,
     /// where scripts/install-deps.sh has not made that user.
+    /// An sshd whose SFTP subsystem is a script: the first channel (the pipe's, on a first session) runs `first`
+    /// (shell lines) and ends; every later one runs the real sftp-server. Returns the server and the file counting
+    /// the channels, kept under `flock` as sessions may start theirs at once.
+    private func serverWhoseFirstSFTPChannel(runs first: String, scripts: TemporaryDirectory) throws -> (SSHServer, count: String) {
+        let count = scripts.path("count")
+        FixtureTree.write(scripts.path, "count", "0\n")
+        FixtureTree.write(scripts.path, "sftp", """
+            #!/bin/sh
+            exec 9>>\(count).lock
+            flock 9
+            n=$(cat \(count)); echo $((n + 1)) > \(count)
+            exec 9>&-
+            if [ "$n" = 0 ]; then
+                \(first)
+                exit 0
+            fi
+            exec /usr/lib/openssh/sftp-server
+
+            """)
+        XCTAssertEqual(chmod(scripts.path("sftp"), 0o755), 0)
+        return (try SSHServer(sftpSubsystem: false, extraConfig: ["Subsystem sftp \(scripts.path("sftp"))"]), count)
+    }
+
     private func unprivilegedServer(file: StaticString = #filePath, line: UInt = #line) throws -> SSHServer? {
         guard getpwnam("folio-test") != nil else {
             XCTFail("user folio-test is missing; run scripts/install-deps.sh as root", file: file, line: line)
