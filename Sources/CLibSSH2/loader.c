@@ -1,5 +1,7 @@
 /* Loads libssh2 on first use and forwards Folio's libssh2 calls to it (see CLibSSH2.h for why). */
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -19,6 +21,7 @@
     X(libssh2_keepalive_config) X(libssh2_keepalive_send) X(libssh2_knownhost_init) X(libssh2_knownhost_free) \
     X(libssh2_knownhost_readline) X(libssh2_knownhost_checkp) X(libssh2_userauth_list) \
     X(libssh2_userauth_authenticated) X(libssh2_userauth_publickey_fromfile_ex) X(libssh2_userauth_password_ex) \
+    X(libssh2_userauth_keyboard_interactive_ex) X(libssh2_session_abstract) \
     X(libssh2_agent_init) X(libssh2_agent_connect) X(libssh2_agent_list_identities) X(libssh2_agent_get_identity) \
     X(libssh2_agent_userauth) X(libssh2_agent_disconnect) X(libssh2_agent_free) X(libssh2_channel_open_ex) \
     X(libssh2_channel_process_startup) X(libssh2_channel_read_ex) X(libssh2_channel_write_ex) \
@@ -93,6 +96,12 @@ int libssh2_userauth_password_ex(LIBSSH2_SESSION *session, const char *user, uns
                                  unsigned int passwordLength, LIBSSH2_PASSWD_CHANGEREQ_FUNC((*changeRequest))) {
     return loaded_libssh2_userauth_password_ex(session, user, userLength, password, passwordLength, changeRequest);
 }
+
+int libssh2_userauth_keyboard_interactive_ex(LIBSSH2_SESSION *session, const char *user, unsigned int userLength,
+                                             LIBSSH2_USERAUTH_KBDINT_RESPONSE_FUNC((*respond))) {
+    return loaded_libssh2_userauth_keyboard_interactive_ex(session, user, userLength, respond);
+}
+void **libssh2_session_abstract(LIBSSH2_SESSION *session) { return loaded_libssh2_session_abstract(session); }
 
 LIBSSH2_AGENT *libssh2_agent_init(LIBSSH2_SESSION *session) { return loaded_libssh2_agent_init(session); }
 int libssh2_agent_connect(LIBSSH2_AGENT *agent) { return loaded_libssh2_agent_connect(agent); }
@@ -175,4 +184,48 @@ static LIBSSH2_RECV_FUNC(folio_ssh2_recv) {
 
 void folio_ssh2_acknowledge_at_once(LIBSSH2_SESSION *session) {
     libssh2_session_callback_set(session, LIBSSH2_CALLBACK_RECV, (void *)folio_ssh2_recv);
+}
+
+/* The password a keyboard-interactive log-in answers with, once. */
+struct folio_ssh2_password_answer {
+    const char *password;
+    unsigned int length;
+    int given;
+};
+
+/* Answers the first prompt that hides what is typed ("Password:") with the password, and every other prompt, and
+   every later round, with nothing. Why once: a server that asks again after a wrong password then refuses at
+   once, instead of taking the same wrong password for each of its retries; a second hidden prompt (a one-time
+   code) is not the password either. libssh2 frees the answers with the session's allocator, malloc's here. */
+static void folio_ssh2_answer_prompts(const char *name, int nameLength, const char *instruction, int instructionLength,
+                                      int promptCount, const LIBSSH2_USERAUTH_KBDINT_PROMPT *prompts,
+                                      LIBSSH2_USERAUTH_KBDINT_RESPONSE *responses, void **abstract) {
+    (void)name; (void)nameLength; (void)instruction; (void)instructionLength;
+    struct folio_ssh2_password_answer *answer = *abstract;
+    for (int index = 0; index < promptCount; index++) {
+        int givesPassword = answer != NULL && !answer->given && !prompts[index].echo;
+        unsigned int length = givesPassword ? answer->length : 0;
+        responses[index].text = malloc(length + 1);
+        responses[index].length = 0;
+        if (responses[index].text == NULL) continue;
+        if (givesPassword) {
+            memcpy(responses[index].text, answer->password, length);
+            answer->given = 1;
+        }
+        responses[index].text[length] = '\0';
+        responses[index].length = length;
+    }
+}
+
+int folio_ssh2_userauth_password_prompts(LIBSSH2_SESSION *session, const char *user, unsigned int userLength,
+                                         const char *password, unsigned int passwordLength) {
+    struct folio_ssh2_password_answer answer = { password, passwordLength, 0 };
+    /* Why the session's abstract pointer: it is what libssh2 hands the callback, which may capture nothing. It is
+       set only for this call, on the one thread that uses the session. */
+    void **abstract = libssh2_session_abstract(session);
+    void *saved = *abstract;
+    *abstract = &answer;
+    int result = libssh2_userauth_keyboard_interactive_ex(session, user, userLength, folio_ssh2_answer_prompts);
+    *abstract = saved;
+    return result;
 }

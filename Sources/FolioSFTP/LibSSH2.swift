@@ -241,6 +241,12 @@ enum LibSSH2 {
         try check(folio_ssh2_userauth_password(session, user, UInt32(user.utf8.count), password, UInt32(password.utf8.count)), session)
     }
 
+    /// Logs in by keyboard-interactive, answering the server's password prompt (see
+    /// `folio_ssh2_userauth_password_prompts`).
+    static func authenticateWithPasswordPrompts(_ session: OpaquePointer, user: String, password: String) throws(LibSSH2Error) {
+        try check(folio_ssh2_userauth_password_prompts(session, user, UInt32(user.utf8.count), password, UInt32(password.utf8.count)), session)
+    }
+
     /// Tries each identity ssh-agent holds; returns whether one was accepted.
     static func authenticateWithAgent(_ session: OpaquePointer, user: String) throws(LibSSH2Error) -> Bool {
         guard let agent = libssh2_agent_init(session) else { throw lastError(session) }

@@ -2,8 +2,8 @@ import FolioCore
 import Foundation
 
 /// Logs a session in as the endpoint's user: the `identity` key file, else ssh-agent and the default key files,
-/// then `password-file` if the server takes passwords. Secrets are read from files just before use and never
-/// appear in a message.
+/// then `password-file` if the server takes passwords (or asks for one at a keyboard-interactive prompt). Secrets
+/// are read from files just before use and never appear in a message.
 struct SSHAuthenticator {
     let session: OpaquePointer
     let endpoint: SFTPEndpoint
@@ -56,19 +56,28 @@ struct SSHAuthenticator {
             tried.append("ssh-agent")
             if (try? LibSSH2.authenticateWithAgent(session, user: user)) == true { return }
         }
-        if !methods.contains("password"), endpoint.passwordFile != nil {
+        // A server that takes passwords through PAM may offer only keyboard-interactive (FreeBSD's and macOS's
+        // sshd by default): its password prompt gets the password-file.
+        let asksByPrompt = !methods.contains("password") && methods.contains("keyboard-interactive")
+        if !methods.contains("password"), !asksByPrompt, endpoint.passwordFile != nil {
             tried.append("password-file (the server takes no passwords)")
         }
-        if methods.contains("password"), let passwordFile = endpoint.passwordFile {
-            tried.append("password-file")
+        var refusedPasswordFile: String?
+        if methods.contains("password") || asksByPrompt, let passwordFile = endpoint.passwordFile {
+            tried.append(asksByPrompt ? "password-file (at the keyboard-interactive prompt)" : "password-file")
             let password = try readSecret(passwordFile, what: "password-file")
             do {
-                try LibSSH2.authenticateWithPassword(session, user: user, password: password)
+                if asksByPrompt {
+                    try LibSSH2.authenticateWithPasswordPrompts(session, user: user, password: password)
+                } else {
+                    try LibSSH2.authenticateWithPassword(session, user: user, password: password)
+                }
                 return
             } catch where error.isConnectionLoss {
                 throw SourceError(.unreachable, Self.lostConnection(endpoint), underlying: error.description)
             } catch {
                 // Refused: fall through to the one-line authentication error below.
+                refusedPasswordFile = passwordFile
             }
         }
         let banner = LibSSH2.serverBanner(session) ?? ""
@@ -80,7 +89,9 @@ struct SSHAuthenticator {
         // An RSA key refused by a server that may still take SHA-1: most likely not in authorized_keys, but the
         // server may refuse ssh-rsa all the same (PubkeyAcceptedAlgorithms); the line names both.
         let rsaNote = rsaKey == nil ? "" : "; if the RSA key is there, the server may refuse its SHA-1 signatures (the only ones libssh2 1.10 makes): use an ed25519 key"
-        throw SourceError(.authentication, "\(endpoint.hostURL) refused to log in \(user) (\(what); server offers \(methods.joined(separator: ","))); add the public key to ~\(user)/.ssh/authorized_keys on the server or set identity / password-file\(rsaNote)",
+        let fix = refusedPasswordFile.map { "check the password in \($0), or add the public key to ~\(user)/.ssh/authorized_keys on the server" }
+            ?? "add the public key to ~\(user)/.ssh/authorized_keys on the server or set identity / password-file"
+        throw SourceError(.authentication, "\(endpoint.hostURL) refused to log in \(user) (\(what); server offers \(methods.joined(separator: ","))); \(fix)\(rsaNote)",
                           underlying: "libssh2 -18 (LIBSSH2_ERROR_AUTHENTICATION_FAILED)", isRetryable: false)
     }
 

@@ -247,6 +247,40 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         XCTAssertFalse(error?.underlying?.contains("battery") ?? false)
     }
 
+    /// A password-file logs in where the server takes passwords: by sshd's own password method, and where it asks
+    /// only through PAM (keyboard-interactive, FreeBSD's and macOS's default), at its prompt. A wrong password is
+    /// refused in one line that names the file to check, and never shows. The test user gets a random password for
+    /// the test, locked again after it.
+    func testAPasswordFileLogsInByPasswordAndAtAKeyboardInteractivePrompt() throws {
+        guard getpwnam("folio-test") != nil else { return XCTFail("user folio-test is missing; run scripts/install-deps.sh as root") }
+        let password = "pw-" + UUID().uuidString.prefix(12)
+        _ = try LoopbackServer.run("/bin/sh", ["-c", "echo 'folio-test:\(password)' | /usr/sbin/chpasswd"])
+        defer { _ = try? LoopbackServer.run("/usr/sbin/usermod", ["-p", "*", "folio-test"]) }
+        let secrets = TemporaryDirectory("sftp-password-files")
+        FixtureTree.write(secrets.path, "good", password + "\n")
+        FixtureTree.write(secrets.path, "bad", "battery staple\n")
+        let noKeys = TemporaryDirectory("sftp-no-default-keys")  // so that no default key is tried first
+        for (login, offered, tried) in [(SSHServer.PasswordLogin.password, "publickey,password", "password-file"),
+                                        (.keyboardInteractive, "publickey,keyboard-interactive", "password-file (at the keyboard-interactive prompt)")] {
+            let server = try SSHServer(user: "folio-test", passwordLogin: login)
+            func endpoint(_ file: String) -> SFTPEndpoint {
+                SFTPEndpoint(host: server.host, port: server.port, user: server.user, rootPath: "/", identity: nil, passphraseFile: nil,
+                             passwordFile: secrets.path(file), knownHostsPath: server.knownHostsPath, timeoutSeconds: 10, defaultKeyFolder: noKeys.path)
+            }
+            let session = try SSHSession.open(endpoint("good"))
+            session.close()
+            let log = try String(contentsOfFile: server.logPath, encoding: .utf8)
+            XCTAssertTrue(log.contains("Accepted \(login == .password ? "password" : "keyboard-interactive/pam") for folio-test"), log)
+
+            XCTAssertThrowsError(try SSHSession.open(endpoint("bad"))) { error in
+                let error = error as? SourceError
+                assertOneLine(error, .authentication, contains: ["sftp://127.0.0.1:\(server.port) refused to log in folio-test (tried \(tried); server offers \(offered)); check the password in \(secrets.path("bad")), or add the public key to ~folio-test/.ssh/authorized_keys on the server"])
+                XCTAssertFalse(error?.message.contains("battery") ?? true)
+                XCTAssertFalse(error?.message.contains(password) ?? true)
+            }
+        }
+    }
+
     /// A configured key that cannot be used says which of two things is wrong: a key with a passphrase and no
     /// passphrase-file names the setting to add; a file that is no private key (here the .pub) says so.
     func testAnUnusableIdentitySaysWhetherItNeedsAPassphraseOrIsNoPrivateKey() async throws {

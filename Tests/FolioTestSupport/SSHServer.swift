@@ -25,6 +25,14 @@ public final class SSHServer: @unchecked Sendable {
     private let sftpSubsystem: Bool
     private let commandPath: String?
     private let extraConfig: [String]
+    private let passwordLogin: PasswordLogin
+
+    /// How the server takes passwords: not at all, by sshd's own `password` method, or only at a PAM prompt
+    /// (`keyboard-interactive`, as FreeBSD's and macOS's sshd do by default).
+    public enum PasswordLogin: Sendable {
+        case none, password, keyboardInteractive
+    }
+
     /// The PID of the listening sshd (0 when stopped).
     public private(set) var pid: pid_t = 0
 
@@ -32,9 +40,10 @@ public final class SSHServer: @unchecked Sendable {
     /// (no exec); `sftpSubsystem: false` leaves out the SFTP subsystem (exec only, a bare shell account); `user`
     /// is the account to log in as; `commandPath` is the `PATH` commands run with (to leave a tool out);
     /// `extraConfig` lines are added to sshd_config (e.g. to narrow its algorithms); `ecdsaHostKey` gives the server
-    /// an ECDSA host key beside its ed25519 one.
+    /// an ECDSA host key beside its ed25519 one; `passwordLogin` lets it take passwords.
     public init(forceInternalSFTP: Bool = false, sftpSubsystem: Bool = true, user: String? = nil, commandPath: String? = nil,
-                extraConfig: [String] = [], ecdsaHostKey: Bool = false) throws {
+                extraConfig: [String] = [], ecdsaHostKey: Bool = false, passwordLogin: PasswordLogin = .none) throws {
+        self.passwordLogin = passwordLogin
         folder = TemporaryDirectory("sshd")
         self.forceInternalSFTP = forceInternalSFTP
         self.sftpSubsystem = sftpSubsystem
@@ -166,8 +175,9 @@ public final class SSHServer: @unchecked Sendable {
         var lines = [
             "ListenAddress \(host)", "Port \(port)", "HostKey \(hostKeyPath)",
             "AuthorizedKeysFile \(folder.path("authorized_keys"))", "PidFile \(folder.path("sshd.pid"))",
-            "StrictModes no", "UsePAM no", "PermitRootLogin prohibit-password",
-            "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+            "StrictModes no", "UsePAM \(passwordLogin == .keyboardInteractive ? "yes" : "no")", "PermitRootLogin prohibit-password",
+            "PasswordAuthentication \(passwordLogin == .password ? "yes" : "no")",
+            "KbdInteractiveAuthentication \(passwordLogin == .keyboardInteractive ? "yes" : "no")",
             "LogLevel VERBOSE",
         ]
         if let ecdsaHostKeyPath { lines.append("HostKey \(ecdsaHostKeyPath)") }

@@ -18,6 +18,11 @@ const char *folio_ssh2_load(void);
    stalls were half of a 190 ms no-change run on loopback). */
 void folio_ssh2_acknowledge_at_once(LIBSSH2_SESSION *session);
 
+/* Logs in by keyboard-interactive (how PAM asks for a password: FreeBSD's and macOS's sshd by default), answering
+   the first hidden prompt with `password` and nothing else. */
+int folio_ssh2_userauth_password_prompts(LIBSSH2_SESSION *session, const char *user, unsigned int userLength,
+                                         const char *password, unsigned int passwordLength);
+
 // Swift cannot import libssh2's function-like macros; these static inline shims give them names it can call.
 
 static inline LIBSSH2_SESSION *folio_ssh2_session_init(void *abstract) {
