@@ -142,6 +142,17 @@ final class SSHSession {
             sftp = started
             return started
         } catch where !error.isConnectionLoss && !error.isChannelClosed {
+            // A server that allows few channels on a connection (`MaxSessions 1`) refuses this one while the
+            // session holds others: the listing's waiting tar, the pipe. Those are given up for it, once; what
+            // they served then goes without them (tar and batches are skipped, files come one by one).
+            if waiting != nil || startedPipe != nil {
+                waiting = nil
+                startedPipe = nil
+                if let started = try? startSFTPChannel() {
+                    sftp = started
+                    return started
+                }
+            }
             // libssh2 says only that the answer did not come; Folio's own channel reads what came instead (text
             // from a shell start-up file, or nothing before the subsystem ended).
             if startedPipe == nil { _ = try? pipe() }

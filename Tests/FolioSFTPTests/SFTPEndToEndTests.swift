@@ -192,6 +192,30 @@ final class SFTPEndToEndTests: XCTestCase {
         }
     }
 
+    /// A server that allows one channel per connection (`MaxSessions 1`) refused the SFTP channel of a large file
+    /// while the session held the listing's waiting tar or the pipe, which read as "the server offers no SFTP
+    /// subsystem". Those are now given up for it: small and large files arrive exact, on a shell account and on an
+    /// SFTP-only one.
+    func testAServerAllowingOneChannelPerConnectionStillGetsEveryFile() throws {
+        // Whole seconds: SFTP version 3, all an SFTP-only account offers, carries no more.
+        FixtureTree.write(work.path("src"), "a #1.txt", "alpha\n", mtime: (1_600_000_000, 0))
+        for index in 0..<40 { FixtureTree.write(work.path("src"), "small/\(index).txt", "small \(index)\n", mtime: (1_600_000_001, 0)) }
+        for index in 0..<3 {
+            FixtureTree.write(work.path("src"), "large \(index).bin", FixtureTree.bytes(count: 600 << 10, seed: UInt64(index)), mtime: (1_600_000_002, 0))
+        }
+        for (label, server) in [("shell", try SSHServer(extraConfig: ["MaxSessions 1"])),
+                                ("SFTP only", try SSHServer(forceInternalSFTP: true, extraConfig: ["MaxSessions 1"]))] {
+            try? FileManager.default.removeItem(atPath: work.path("dst"))
+            let outcome = FolioBinary.run(mirror(server, work.path("src")), environment: environment)
+            XCTAssertEqual(outcome.status, 0, "\(label)\n\(outcome.stdout)\n\(outcome.stderr)")
+            XCTAssertEqual(FixtureTree.listing(work.path("dst")), FixtureTree.listing(work.path("src")), label)
+            for path in FixtureTree.listing(work.path("src")) where !path.hasSuffix("/") {
+                XCTAssertEqual(FixtureTree.read(work.path("dst/" + path)), FixtureTree.read(work.path("src/" + path)), "\(label): \(path)")
+                XCTAssertEqual(FixtureTree.mtime(work.path("dst/" + path)), FixtureTree.mtime(work.path("src/" + path)), "\(label): \(path)")
+            }
+        }
+    }
+
     /// A subsystem slower to answer than the first wait (here it sleeps 4 s, past the 3 s Folio first gives
     /// libssh2) is not taken for one that ended: Folio's own channel finds it answering, libssh2 goes on waiting
     /// for its answer, and the large file comes over it, exact.
