@@ -45,9 +45,14 @@ final class CurlEasy {
 
         /// Whether the transport failed in a way another attempt may cure (the server, not our request).
         var isTransient: Bool {
-            [CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_CONNECT, CURLE_OPERATION_TIMEDOUT, CURLE_GOT_NOTHING,
+            !isPlainHTTPPort && [CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_CONNECT, CURLE_OPERATION_TIMEDOUT, CURLE_GOT_NOTHING,
              CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_PARTIAL_FILE, CURLE_HTTP2, CURLE_HTTP2_STREAM,
              CURLE_SSL_CONNECT_ERROR].map { Int32($0.rawValue) }.contains(code)
+        }
+        /// TLS met something that is not TLS: an https:// URL for a port that serves plain HTTP (OpenSSL's "wrong
+        /// version number"). Another attempt cannot help.
+        var isPlainHTTPPort: Bool {
+            code == Int32(CURLE_SSL_CONNECT_ERROR.rawValue) && text.contains("wrong version number")
         }
         var isCertificateProblem: Bool {
             [CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM]

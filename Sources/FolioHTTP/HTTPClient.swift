@@ -145,6 +145,10 @@ final class HTTPClient: Sendable {
         if failure.isCertificateProblem {
             return SourceError(.authentication, "the TLS certificate of \(url) is not trusted: \(failure); add its CA with ca-file", underlying: failure.description)
         }
+        if failure.isPlainHTTPPort {
+            return SourceError(.unreachable, "\(url) does not speak TLS on that port (\(failure)); if the server serves plain HTTP there, write http://",
+                               underlying: failure.description, isRetryable: false)
+        }
         if failure.isTransient {
             return SourceError(.unreachable, "cannot reach \(url): \(failure); check that the server is up and the URL is right", underlying: failure.description)
         }

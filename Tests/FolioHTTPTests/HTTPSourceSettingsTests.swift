@@ -52,4 +52,25 @@ final class HTTPSourceSettingsTests: XCTestCase {
             XCTAssertTrue(error.message.hasSuffix("; check that the server is up and the URL is right"), error.message)
         }
     }
+
+    /// An https:// URL for a port that serves plain HTTP says so, with the fix, at once (no retries), rather than
+    /// "cannot reach … check that the server is up".
+    func testHTTPSToAPlainHTTPPortSaysItDoesNotSpeakTLS() async throws {
+        let server = try NginxServer()
+        let url = "https://127.0.0.1:\(server.port)/dav/"
+        let source = try HTTPSource(location: SourceLocation(parsing: url), settings: SourceSettings(), timeout: 5, transfers: 1)
+        do {
+            _ = try await source.snapshot(options: ListingOptions())
+            XCTFail("listed over TLS from a plain HTTP port")
+        } catch let error as SourceError {
+            XCTAssertEqual(error.code, .unreachable)
+            XCTAssertFalse(error.isRetryable)
+            XCTAssertTrue(error.message.hasPrefix("\(url) does not speak TLS on that port (curl 35 ("), error.message)
+            XCTAssertTrue(error.message.hasSuffix("); if the server serves plain HTTP there, write http://"), error.message)
+        }
+        // No retries: nginx logs each TLS hello it cannot read as HTTP as a 400; the listing's first requests (at
+        // most two) go out together, and retrying them took eight.
+        let log = try String(contentsOfFile: server.accessLog, encoding: .utf8)
+        XCTAssertLessThanOrEqual(log.split(separator: "\n").count, 2, log)
+    }
 }
