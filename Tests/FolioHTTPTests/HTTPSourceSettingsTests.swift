@@ -39,13 +39,21 @@ final class HTTPSourceSettingsTests: XCTestCase {
         XCTAssertEqual(unreadable, "cannot read password-file \(folder.path("missing")); check that it exists and is readable by this user")
     }
 
-    func testUnreachableServerIsOneClearError() async throws {
-        let port = try LoopbackServer.freePort()
-        let source = try HTTPSource(location: SourceLocation(parsing: "http://127.0.0.1:\(port)/files/"), settings: SourceSettings(), timeout: 2, transfers: 1)
+    /// The error listing `url` ends with; nil, and a failure, if it lists.
+    private func listingError(_ url: String, timeout: Int, file: StaticString = #filePath, line: UInt = #line) async throws -> SourceError? {
+        let source = try HTTPSource(location: SourceLocation(parsing: url), settings: SourceSettings(), timeout: timeout, transfers: 1)
         do {
             _ = try await source.snapshot(options: ListingOptions())
-            XCTFail("listed a server that is not there")
+            XCTFail("listed \(url)", file: file, line: line)
+            return nil
         } catch let error as SourceError {
+            return error
+        }
+    }
+
+    func testUnreachableServerIsOneClearError() async throws {
+        let port = try LoopbackServer.freePort()
+        if let error = try await listingError("http://127.0.0.1:\(port)/files/", timeout: 2) {
             XCTAssertEqual(error.code, .unreachable)
             XCTAssertTrue(error.failsRun)
             XCTAssertTrue(error.message.hasPrefix("cannot reach http://127.0.0.1:\(port)/files/: curl 7 ("), error.message)
@@ -58,11 +66,7 @@ final class HTTPSourceSettingsTests: XCTestCase {
     func testHTTPSToAPlainHTTPPortSaysItDoesNotSpeakTLS() async throws {
         let server = try NginxServer()
         let url = "https://127.0.0.1:\(server.port)/dav/"
-        let source = try HTTPSource(location: SourceLocation(parsing: url), settings: SourceSettings(), timeout: 5, transfers: 1)
-        do {
-            _ = try await source.snapshot(options: ListingOptions())
-            XCTFail("listed over TLS from a plain HTTP port")
-        } catch let error as SourceError {
+        if let error = try await listingError(url, timeout: 5) {
             XCTAssertEqual(error.code, .unreachable)
             XCTAssertFalse(error.isRetryable)
             XCTAssertTrue(error.message.hasPrefix("\(url) does not speak TLS on that port (curl 35 ("), error.message)
