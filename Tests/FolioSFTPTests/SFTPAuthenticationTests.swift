@@ -184,7 +184,7 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         try FileManager.default.copyItem(atPath: open, toPath: keys.path("id_ecdsa"))
         let session = try SSHSession.open(endpoint)
         session.close()
-        let log = try String(contentsOfFile: server.logPath, encoding: .utf8)
+        let log = server.log(waitingFor: "Accepted publickey for \(server.user) from 127.0.0.1")
         XCTAssertTrue(log.contains("Accepted publickey for \(server.user) from 127.0.0.1") && log.contains("ECDSA"), log)
     }
 
@@ -269,8 +269,9 @@ final class SFTPAuthenticationTests: SFTPTestCase {
             }
             let session = try SSHSession.open(endpoint("good"))
             session.close()
-            let log = try String(contentsOfFile: server.logPath, encoding: .utf8)
-            XCTAssertTrue(log.contains("Accepted \(login == .password ? "password" : "keyboard-interactive/pam") for folio-test"), log)
+            let accepted = "Accepted \(login == .password ? "password" : "keyboard-interactive/pam") for folio-test"
+            let log = server.log(waitingFor: accepted)
+            XCTAssertTrue(log.contains(accepted), log)
 
             XCTAssertThrowsError(try SSHSession.open(endpoint("bad"))) { error in
                 let error = error as? SourceError

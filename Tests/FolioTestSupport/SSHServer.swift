@@ -115,6 +115,17 @@ public final class SSHServer: @unchecked Sendable {
         throw ServerError(message: "sshd did not start on port \(port): \(text)")
     }
 
+    /// sshd's log once it holds `text`, or as it is after `seconds`. Why wait: a session's sshd writes some lines
+    /// (its "Accepted …") through its privileged monitor, which may reach the log after the client saw the answer.
+    public func log(waitingFor text: String, seconds: Double = 10) -> String {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while true {
+            let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+            if log.contains(text) || ContinuousClock.now >= deadline { return log }
+            usleep(20_000)
+        }
+    }
+
     /// Stops sshd and every connection it serves: SIGTERM by default, SIGKILL to simulate a crash.
     public func stop(signal: Int32 = SIGTERM) {
         guard pid != 0 else { return }
