@@ -190,9 +190,11 @@ final class Installer: Sendable {
             tally.changedPaths.append(entry.path)
             // A local change found at install time (written during the run) counts like one the scan found.
             let changedHere = if case .placedOverLocalChange = placement { true } else { sealed.download.hasLocalChanges }
+            // A file that replaced a local change is updated too, as the dry run counts it (and as a removal of
+            // one is removed): the summary then says what the run did, beside the line naming the change.
             if sealed.download.replacing == nil {
                 tally.downloaded += 1
-            } else if !changedHere {
+            } else {
                 tally.updated += 1
             }
             if changedHere {

@@ -60,6 +60,20 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(FixtureTree.listing(work.path("dst")), ["file.txt", "sub/", "sub/a.txt"])
         XCTAssertEqual(FixtureTree.read(work.path("dst/file.txt")), Array("source file".utf8))
         XCTAssertTrue(outcome.stdout.contains("2 local files that folio did not write or that changed here were moved to the trash"), outcome.stdout)
+        XCTAssertTrue(outcome.stdout.contains(": 2 added, 2 removed (in trash), 1 folder created, "), outcome.stdout)
+    }
+
+    /// One of a kind is said in the singular: a user reads these lines, not a program.
+    func testTheSummarySaysOneInTheSingular() throws {
+        FixtureTree.write(work.path("src"), "sub/report.txt", "from the source")
+        FixtureTree.write(work.path("dst"), "sub/report.txt", "edited here")
+        let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr + outcome.stdout)
+        XCTAssertEqual(FixtureTree.read(work.path("dst/sub/report.txt")), Array("from the source".utf8))
+        let target = "mirror:\(work.path("dst"))"
+        XCTAssertTrue(outcome.stdoutLines.contains { $0.hasPrefix("\(target): 1 updated, 15 B in ") }, outcome.stdout)
+        XCTAssertTrue(outcome.stdoutLines.contains { $0.hasPrefix("\(target): 1 local file that folio did not write or that changed here was moved to the trash: sub/report.txt (kept in ") },
+                      outcome.stdout)
     }
 
     /// kill -9 in the middle of downloads: nothing half-written under a final name, and the next run fetches
