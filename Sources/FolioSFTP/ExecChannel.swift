@@ -7,16 +7,17 @@ final class ExecChannel {
     private let session: OpaquePointer
     private let channel: OpaquePointer
 
-    /// Opens a channel on `session` and starts `command` on it (two round trips).
-    init(session: OpaquePointer, command: String) throws(LibSSH2Error) {
+    /// Opens a channel on `session` (connected by `socket`) and starts `command` on it (two round trips).
+    init(session: OpaquePointer, socket: Int32, command: String) throws(LibSSH2Error) {
         self.session = session
-        channel = try LibSSH2.startExec(session, command: command)
+        channel = try LibSSH2.startExec(session, socket: socket, command: command)
     }
 
-    /// Opens a channel on `session` and starts the subsystem `subsystem` on it (two round trips).
-    init(session: OpaquePointer, subsystem: String) throws(LibSSH2Error) {
+    /// Opens a channel on `session` (connected by `socket`) and starts the subsystem `subsystem` on it (two round
+    /// trips).
+    init(session: OpaquePointer, socket: Int32, subsystem: String) throws(LibSSH2Error) {
         self.session = session
-        channel = try LibSSH2.startSubsystem(session, name: subsystem)
+        channel = try LibSSH2.startSubsystem(session, socket: socket, name: subsystem)
     }
 
     func write(_ bytes: [UInt8]) throws(LibSSH2Error) { try LibSSH2.write(channel, session, bytes) }

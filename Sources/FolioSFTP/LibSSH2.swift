@@ -288,18 +288,18 @@ enum LibSSH2 {
     // MARK: Exec
 
     /// Opens a session channel and starts `command` on it. stderr is discarded by libssh2, so a chatty command
-    /// cannot stall the channel.
-    static func startExec(_ session: OpaquePointer, command: String) throws(LibSSH2Error) -> OpaquePointer {
-        try startChannel(session) { folio_ssh2_channel_exec($0, command, UInt32(command.utf8.count)) }
+    /// cannot stall the channel. `socket` is the session's.
+    static func startExec(_ session: OpaquePointer, socket: Int32, command: String) throws(LibSSH2Error) -> OpaquePointer {
+        try startChannel(session, socket: socket) { folio_ssh2_channel_exec($0, command, UInt32(command.utf8.count)) }
     }
 
     /// Opens a session channel and starts the subsystem `name` on it (`sftp`), stderr discarded as by `startExec`.
-    static func startSubsystem(_ session: OpaquePointer, name: String) throws(LibSSH2Error) -> OpaquePointer {
-        try startChannel(session) { folio_ssh2_channel_subsystem($0, name, UInt32(name.utf8.count)) }
+    static func startSubsystem(_ session: OpaquePointer, socket: Int32, name: String) throws(LibSSH2Error) -> OpaquePointer {
+        try startChannel(session, socket: socket) { folio_ssh2_channel_subsystem($0, name, UInt32(name.utf8.count)) }
     }
 
-    private static func startChannel(_ session: OpaquePointer, _ start: (OpaquePointer) -> Int32) throws(LibSSH2Error) -> OpaquePointer {
-        guard let channel = folio_ssh2_channel_open_session(session) else { throw lastError(session) }
+    private static func startChannel(_ session: OpaquePointer, socket: Int32, _ start: (OpaquePointer) -> Int32) throws(LibSSH2Error) -> OpaquePointer {
+        guard let channel = openSessionChannel(session, socket: socket) else { throw lastError(session) }
         do throws(LibSSH2Error) {
             try check(libssh2_channel_handle_extended_data2(channel, LIBSSH2_CHANNEL_EXTENDED_DATA_IGNORE), session)
             try check(start(channel), session)
@@ -308,6 +308,41 @@ enum LibSSH2 {
             throw error
         }
         return channel
+    }
+
+    /// How long the opening of a channel waits for the server's first bytes before libssh2's own wait takes over.
+    private static let firstAnswerWaitMilliseconds: Int32 = 1_000
+
+    /// Opens a session channel: the request goes out and the first bytes that come back are read before libssh2's
+    /// own wait, which then waits for the rest (libssh2 goes on with the opening under way). Nil with the
+    /// session's error when it failed.
+    ///
+    /// Why: libssh2 sends the session's one keepalive (`keepaliveOnceAfterLogin`) at its first wait on the socket.
+    /// OpenSSH's sshd writes what it sends after a log-in (its host keys, the key's options as debug messages) as
+    /// the session's process starts, often while the first channel's opening is on its way, and with Nagle's
+    /// algorithm on holds its answer to the opening until those bytes are acknowledged. A TCP proxy on the way
+    /// (docker-proxy, a bastion, the benchmark's delay proxy) acknowledges them only with data for sshd, or after
+    /// its delayed-ACK timer (40 ms on Linux). Sent once those bytes are read, the keepalive is that data; sent
+    /// with the opening, it came too early. Measured at 20 ms RTT through the benchmark's proxy: the opening took
+    /// 61 ms (two round trips and the timer), now one round trip.
+    private static func openSessionChannel(_ session: OpaquePointer, socket: Int32) -> OpaquePointer? {
+        libssh2_session_set_blocking(session, 0)
+        var channel = folio_ssh2_channel_open_session(session)
+        // Only once the request is all out (see `sendIsUnfinished`); the second call reads what came.
+        if channel == nil, isWaiting(session), !sendIsUnfinished(session) {
+            var ready = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            if poll(&ready, 1, firstAnswerWaitMilliseconds) > 0 {
+                channel = folio_ssh2_channel_open_session(session)
+            }
+        }
+        libssh2_session_set_blocking(session, 1)
+        if channel == nil, isWaiting(session) { channel = folio_ssh2_channel_open_session(session) }
+        return channel
+    }
+
+    /// Whether the session's last non-blocking call is under way, waiting on the socket.
+    private static func isWaiting(_ session: OpaquePointer) -> Bool {
+        libssh2_session_last_error(session, nil, nil, 0) == LIBSSH2_ERROR_EAGAIN
     }
 
     /// Writes all of `bytes` to the command's stdin.

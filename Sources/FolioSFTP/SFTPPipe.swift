@@ -44,9 +44,9 @@ final class SFTPPipe {
     /// that ends before it answers (its program missing, a `ForceCommand` that is not an SFTP server) is
     /// LIBSSH2_ERROR_CHANNEL_CLOSED, with its exit status in the message; one that sends text first (a shell
     /// start-up file that prints) is `isTextBeforeSFTP`, with the text.
-    init(session: OpaquePointer) throws(LibSSH2Error) {
+    init(session: OpaquePointer, socket: Int32) throws(LibSSH2Error) {
         do {
-            channel = try ExecChannel(session: session, subsystem: "sftp")
+            channel = try ExecChannel(session: session, socket: socket, subsystem: "sftp")
         } catch {
             buffer.deallocate()
             throw error

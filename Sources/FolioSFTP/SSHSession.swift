@@ -264,11 +264,10 @@ final class SSHSession {
         if case .success(let handle) = ahead.handle { LibSSH2.close(handle) }
     }
 
-    /// Starts `command` on a new channel of this session.
     /// Starts `command` on a new channel: two round trips (the channel's opening, the command's), timed.
     func start(_ command: String) throws(LibSSH2Error) -> ExecChannel {
         let starting = ContinuousClock.now
-        let channel = try ExecChannel(session: session, command: command)
+        let channel = try ExecChannel(session: session, socket: socket, command: command)
         endpoint.roundTrips.record((ContinuousClock.now - starting) / 2)
         return channel
     }
@@ -279,7 +278,7 @@ final class SSHSession {
         if let startedPipe { return startedPipe }
         if let ended = endpoint.subsystemFaults.ended { throw ended }
         do {
-            let started = try SFTPPipe(session: session)
+            let started = try SFTPPipe(session: session, socket: socket)
             startedPipe = started
             return started
         } catch {
