@@ -89,12 +89,12 @@ enum LibSSH2 {
     static var version: String { libssh2_version(0).map { String(cString: $0) } ?? "(unknown version)" }
 
     /// Has libssh2 send one keepalive (a global request sshd answers) at its next wait on the socket, which is
-    /// the first channel's opening, and none after. Why: sshd keeps Nagle's algorithm on for a session like
-    /// Folio's, so of two small replies written apart, the second waits for the first's acknowledgement. Across
-    /// a TCP proxy (docker-proxy in front of an SFTP container, a bastion, the benchmark's delay proxy) the
-    /// proxy acknowledges late (Linux's 40 ms delayed ACK) unless it has data for sshd: the keepalive, sent just
-    /// behind the channel request, is that data, and sshd answers both in one segment. Measured at 20 ms RTT
-    /// through the benchmark's proxy: a no-change run 199 ms with it, 236 ms without.
+    /// in the first channel's opening (see `openSessionChannel` for when), and none after. Why: sshd keeps
+    /// Nagle's algorithm on for a session like Folio's, so of two small replies written apart, the second waits
+    /// for the first's acknowledgement. Across a TCP proxy (docker-proxy in front of an SFTP container, a
+    /// bastion, the benchmark's delay proxy) the proxy acknowledges late (Linux's 40 ms delayed ACK) unless it
+    /// has data for sshd: the keepalive is that data. Measured at 20 ms RTT through the benchmark's proxy: a
+    /// no-change run 199 ms with it, 236 ms without (2026-11-25); 215 ms once sent as `openSessionChannel` does.
     ///
     /// Why this interval: libssh2 1.10 ends any wait on the socket when the next keepalive is due, as a timeout,
     /// so keepalives due within a run would fail calls long before `timeout`. 2,000,000 s (23 days) is never due
