@@ -323,8 +323,9 @@ enum LibSSH2 {
     /// algorithm on holds its answer to the opening until those bytes are acknowledged. A TCP proxy on the way
     /// (docker-proxy, a bastion, the benchmark's delay proxy) acknowledges them only with data for sshd, or after
     /// its delayed-ACK timer (40 ms on Linux). Sent once those bytes are read, the keepalive is that data; sent
-    /// with the opening, it came too early. Measured at 20 ms RTT through the benchmark's proxy: the opening took
-    /// 61 ms (two round trips and the timer), now one round trip.
+    /// with the opening, it came too early. Measured at 20 ms RTT through the benchmark's proxy, where the session's
+    /// process starts 21 ms after the log-in: the opening took 61 ms (a round trip and the timer), now 41 (two
+    /// round trips).
     private static func openSessionChannel(_ session: OpaquePointer, socket: Int32) -> OpaquePointer? {
         libssh2_session_set_blocking(session, 0)
         var channel = folio_ssh2_channel_open_session(session)
