@@ -76,6 +76,36 @@ final class MirrorEndToEndTests: XCTestCase {
                       outcome.stdout)
     }
 
+    /// docs/json-events.md is what scripts read: `target-done` carries exactly the fields it lists (the optional
+    /// ones when they apply), and `status` rounds `seconds` to the millisecond as `target-done` does.
+    func testTheJSONFieldsAreTheDocumentedOnes() throws {
+        let documentation = try String(contentsOfFile: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../docs/json-events.md").standardizedFileURL.path, encoding: .utf8)
+        let section = try XCTUnwrap(documentation.components(separatedBy: "## `target-done`").dropFirst().first?
+            .components(separatedBy: "\n## ").first)
+        let documented = Set(section.split(separator: "\n").compactMap { line -> String? in
+            guard line.hasPrefix("| `"), let end = line.dropFirst(3).firstIndex(of: "`") else { return nil }
+            return String(line.dropFirst(3)[..<end])
+        })
+        XCTAssertTrue(documented.isSuperset(of: ["result", "downloaded", "updated", "trashed", "local_changes"]), "\(documented)")
+
+        FixtureTree.write(work.path("src"), "sub/report.txt", "from the source")
+        FixtureTree.write(work.path("dst"), "sub/report.txt", "edited here")
+        let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("dst"), "--json"], environment: environment)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        let done = try XCTUnwrap(outcome.events.last)
+        XCTAssertEqual(done["event"] as? String, "target-done")
+        XCTAssertEqual(Set(done.keys).subtracting(["event"]), documented.subtracting(["error", "dry_run"]))
+        XCTAssertEqual(done["updated"] as? Int, 1)
+        XCTAssertEqual(done["trashed"] as? Int, 1)
+        XCTAssertEqual(done["local_changes"] as? [String], ["sub/report.txt"])
+
+        let status = FolioBinary.run(["status", "--json"], environment: environment)
+        XCTAssertEqual(status.status, 0, status.stderr)
+        let seconds = try XCTUnwrap(status.events.first?["seconds"] as? Double, status.stdout)
+        XCTAssertEqual(seconds, (seconds * 1000).rounded() / 1000, status.stdout)
+    }
+
     /// kill -9 in the middle of downloads: nothing half-written under a final name, and the next run fetches
     /// only what was not complete.
     func testKillNineMidDownloadThenResume() throws {
