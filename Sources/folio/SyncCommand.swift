@@ -61,7 +61,7 @@ struct CommonOptions: ParsableArguments {
     @Flag(name: .long, help: "Show what would change; change nothing.")
     var dryRun = false
 
-    @Flag(name: .long, help: "Write NDJSON events to standard output, one object per line.")
+    @Flag(name: .long, help: "Write NDJSON events to standard output, one object per line (docs/json-events.md lists them).")
     var json = false
 
     @Flag(name: .long, help: "Allow a run past the max-delete and empty-source guards.")
