@@ -89,12 +89,12 @@ enum LibSSH2 {
     static var version: String { libssh2_version(0).map { String(cString: $0) } ?? "(unknown version)" }
 
     /// Has libssh2 send one keepalive (a global request sshd answers) at its next wait on the socket, which is
-    /// in the first channel's opening (see `openSessionChannel` for when), and none after. Why: sshd keeps
+    /// in the first channel's opening (see `readingFirstAnswer` for when), and none after. Why: sshd keeps
     /// Nagle's algorithm on for a session like Folio's, so of two small replies written apart, the second waits
     /// for the first's acknowledgement. Across a TCP proxy (docker-proxy in front of an SFTP container, a
     /// bastion, the benchmark's delay proxy) the proxy acknowledges late (Linux's 40 ms delayed ACK) unless it
     /// has data for sshd: the keepalive is that data. Measured at 20 ms RTT through the benchmark's proxy: a
-    /// no-change run 199 ms with it, 236 ms without (2026-11-25); 215 ms once sent as `openSessionChannel` does.
+    /// no-change run 199 ms with it, 236 ms without (2026-11-25); 215 ms once sent as `readingFirstAnswer` has it.
     ///
     /// Why this interval: libssh2 1.10 ends any wait on the socket when the next keepalive is due, as a timeout,
     /// so keepalives due within a run would fail calls long before `timeout`. 2,000,000 s (23 days) is never due
@@ -313,9 +313,14 @@ enum LibSSH2 {
     /// How long the opening of a channel waits for the server's first bytes before libssh2's own wait takes over.
     private static let firstAnswerWaitMilliseconds: Int32 = 1_000
 
-    /// Opens a session channel: the request goes out and the first bytes that come back are read before libssh2's
-    /// own wait, which then waits for the rest (libssh2 goes on with the opening under way). Nil with the
-    /// session's error when it failed.
+    /// Opens a session channel (see `readingFirstAnswer`). Nil with the session's error when it failed.
+    private static func openSessionChannel(_ session: OpaquePointer, socket: Int32) -> OpaquePointer? {
+        readingFirstAnswer(session, socket: socket) { folio_ssh2_channel_open_session(session) }
+    }
+
+    /// Runs `call`, a libssh2 call that opens a channel (nil while it is under way, or when it failed), so that
+    /// its request goes out and the first bytes that come back are read before libssh2's own wait, which then
+    /// waits for the rest: libssh2 goes on with the call under way.
     ///
     /// Why: libssh2 sends the session's one keepalive (`keepaliveOnceAfterLogin`) at its first wait on the socket.
     /// OpenSSH's sshd writes what it sends after a log-in (its host keys, the key's options as debug messages) as
@@ -326,19 +331,17 @@ enum LibSSH2 {
     /// with the opening, it came too early. Measured at 20 ms RTT through the benchmark's proxy, where the session's
     /// process starts 21 ms after the log-in: the opening took 61 ms (a round trip and the timer), now 41 (two
     /// round trips).
-    private static func openSessionChannel(_ session: OpaquePointer, socket: Int32) -> OpaquePointer? {
+    private static func readingFirstAnswer(_ session: OpaquePointer, socket: Int32, _ call: () -> OpaquePointer?) -> OpaquePointer? {
         libssh2_session_set_blocking(session, 0)
-        var channel = folio_ssh2_channel_open_session(session)
+        var result = call()
         // Only once the request is all out (see `sendIsUnfinished`); the second call reads what came.
-        if channel == nil, isWaiting(session), !sendIsUnfinished(session) {
+        if result == nil, isWaiting(session), !sendIsUnfinished(session) {
             var ready = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-            if poll(&ready, 1, firstAnswerWaitMilliseconds) > 0 {
-                channel = folio_ssh2_channel_open_session(session)
-            }
+            if poll(&ready, 1, firstAnswerWaitMilliseconds) > 0 { result = call() }
         }
         libssh2_session_set_blocking(session, 1)
-        if channel == nil, isWaiting(session) { channel = folio_ssh2_channel_open_session(session) }
-        return channel
+        if result == nil, isWaiting(session) { result = call() }
+        return result
     }
 
     /// Whether the session's last non-blocking call is under way, waiting on the socket.
@@ -389,8 +392,10 @@ enum LibSSH2 {
         libssh2_session_set_timeout(session, milliseconds)
     }
 
-    static func sftpInit(_ session: OpaquePointer) throws(LibSSH2Error) -> OpaquePointer {
-        guard let sftp = libssh2_sftp_init(session) else { throw lastError(session) }
+    /// Starts libssh2's SFTP on a channel of its own (three round trips); the first answer is read as a channel's
+    /// opening reads it (see `readingFirstAnswer`). `socket` is the session's.
+    static func sftpInit(_ session: OpaquePointer, socket: Int32) throws(LibSSH2Error) -> OpaquePointer {
+        guard let sftp = readingFirstAnswer(session, socket: socket, { libssh2_sftp_init(session) }) else { throw lastError(session) }
         return sftp
     }
 

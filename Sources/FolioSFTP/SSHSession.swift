@@ -170,14 +170,14 @@ final class SSHSession {
     private func startSFTPChannel() throws(LibSSH2Error) -> OpaquePointer {
         let timeout = endpoint.timeoutSeconds * 1000
         let firstAnswer = 3000 + (endpoint.roundTrips.fastest.map { Int($0 / .milliseconds(1)) * 10 } ?? 0)
-        guard firstAnswer < timeout else { return try LibSSH2.sftpInit(session) }
+        guard firstAnswer < timeout else { return try LibSSH2.sftpInit(session, socket: socket) }
         LibSSH2.setTimeout(session, milliseconds: firstAnswer)
         do {
             defer { LibSSH2.setTimeout(session, milliseconds: timeout) }
-            return try LibSSH2.sftpInit(session)
+            return try LibSSH2.sftpInit(session, socket: socket)
         } catch where error.isTimeout {
             _ = try pipe()
-            return try LibSSH2.sftpInit(session)
+            return try LibSSH2.sftpInit(session, socket: socket)
         }
     }
 
