@@ -148,9 +148,14 @@ final class SSHSession {
             if waiting != nil || startedPipe != nil {
                 waiting = nil
                 startedPipe = nil
-                if let started = try? startSFTPChannel() {
-                    sftp = started
-                    return started
+                // Why a second try: sshd frees a closed channel's session only once it has handled everything that
+                // came in with the close, so an opening sent right behind the close can still be refused ("no more
+                // sessions" in its log). That refusal is the round trip after which the session is free.
+                for _ in 0..<2 {
+                    if let started = try? startSFTPChannel() {
+                        sftp = started
+                        return started
+                    }
                 }
             }
             // libssh2 says only that the answer did not come; Folio's own channel reads what came instead (text
