@@ -73,7 +73,7 @@ actor Scheduler: Service {
         let lastRuns = await Blocking.run { (try? database.lastRuns()) ?? [:] }
         schedule(config, lastRuns: lastRuns)
         let logger = reporter.logger
-        logger.notice("folio daemon started: \(Self.count(slots.count, "automatic target")) from \(configPath), state in \(stateDirectory)")
+        logger.notice("folio daemon started: \(CountText.of(slots.count, "automatic target")) from \(configPath), state in \(stateDirectory)")
         if slots.isEmpty {
             logger.warning("no enabled target in \(configPath) has mode automatic or both; nothing will run until a reload brings one")
         }
@@ -284,7 +284,7 @@ actor Scheduler: Service {
             reporter.logger.error("reload failed, keeping the previous configuration: \(error)")
         case .success(let new):
             apply(new)
-            reporter.logger.notice("reloaded \(path): \(Self.count(slots.values.filter { !$0.removed }.count, "automatic target"))")
+            reporter.logger.notice("reloaded \(path): \(CountText.of(slots.values.filter { !$0.removed }.count, "automatic target"))")
         }
         notifier?.send("READY=1\nSTATUS=\(statusLine())")
     }
@@ -378,11 +378,6 @@ actor Scheduler: Service {
             line += "; next: \(next.target.name) " + (seconds <= 0 ? "now" : "in \(DurationText.describe(seconds: seconds))")
         }
         return line
-    }
-
-    /// "1 automatic target", "2 automatic targets".
-    private static func count(_ number: Int, _ noun: String) -> String {
-        "\(number) \(noun)\(number == 1 ? "" : "s")"
     }
 
     /// 1204 → "1,204".

@@ -22,7 +22,7 @@ enum Summary {
             if report.downloaded > 0 { parts.append("\(report.downloaded) \(verb)added") }
             if report.updated > 0 { parts.append("\(report.updated) \(verb)updated") }
             if report.removed > 0 { parts.append("\(report.removed) \(verb)removed\(report.trashFolder != nil || report.dryRun ? " (in trash)" : "")") }
-            if report.createdFolders > 0 { parts.append("\(counted(report.createdFolders, "folder")) \(verb)created") }
+            if report.createdFolders > 0 { parts.append("\(CountText.of(report.createdFolders, "folder")) \(verb)created") }
             if parts.isEmpty { parts.append("times and records brought up to date") }
             if report.dryRun {
                 lines.append("\(name) (dry run): \(parts.joined(separator: ", ")), \(ByteCount.format(report.bytes)) to copy")
@@ -40,16 +40,11 @@ enum Summary {
             let more = report.localChanges.count > 5 ? " and \(report.localChanges.count - 5) more" : ""
             let place = report.trashFolder.map { " (kept in \($0))" } ?? " (trash-days = 0: deleted)"
             let one = report.localChanges.count == 1
-            lines.append("\(name): \(counted(report.localChanges.count, "local file")) that folio did not write or that changed here \(one ? "was" : "were") moved to the trash: \(shown)\(more)\(place)")
+            lines.append("\(name): \(CountText.of(report.localChanges.count, "local file")) that folio did not write or that changed here \(one ? "was" : "were") moved to the trash: \(shown)\(more)\(place)")
         }
         if report.withheldRemovals > 0 {
-            lines.append("\(name): \(counted(report.withheldRemovals, "removal")) held back because part of the source could not be listed; fix the listing errors above")
+            lines.append("\(name): \(CountText.of(report.withheldRemovals, "removal")) held back because part of the source could not be listed; fix the listing errors above")
         }
         return lines
-    }
-
-    /// "1 folder", "3 folders".
-    private static func counted(_ number: Int, _ noun: String) -> String {
-        "\(number) \(noun)\(number == 1 ? "" : "s")"
     }
 }

@@ -1,0 +1,7 @@
+/// A count with its noun in the singular or the plural, for the lines people read.
+enum CountText {
+    /// "1 folder", "3 folders".
+    static func of(_ number: Int, _ noun: String) -> String {
+        "\(number) \(noun)\(number == 1 ? "" : "s")"
+    }
+}
