@@ -59,8 +59,11 @@ struct SSHAuthenticator {
         // A server that takes passwords through PAM may offer only keyboard-interactive (FreeBSD's and macOS's
         // sshd by default): its password prompt gets the password-file.
         let asksByPrompt = !methods.contains("password") && methods.contains("keyboard-interactive")
-        if !methods.contains("password"), !asksByPrompt, endpoint.passwordFile != nil {
-            tried.append("password-file (the server takes no passwords)")
+        if !methods.contains("password"), !asksByPrompt, let passwordFile = endpoint.passwordFile {
+            // Why read a file that cannot be used: when it is also missing or unreadable, that is a second thing to
+            // fix, and the one line names both rather than only the first.
+            let readable = (try? readSecret(passwordFile, what: "password-file")) != nil
+            tried.append("password-file (the server takes no passwords\(readable ? "" : ", and \(passwordFile) cannot be read"))")
         }
         var refusedPasswordFile: String?
         if methods.contains("password") || asksByPrompt, let passwordFile = endpoint.passwordFile {
