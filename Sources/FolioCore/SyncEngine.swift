@@ -160,8 +160,18 @@ public struct SyncEngine: Sendable {
 
         let limit = target.maxDelete.limit(forEntryCount: plan.localEntryCount)
         if plan.removedEntryCount > limit, !options.force {
+            let tooMany = "would remove \(plan.removedEntryCount) of \(plan.localEntryCount) entries in \(target.destination), more than max-delete (\(target.maxDelete))"
             report.result = .refused
-            report.error = "would remove \(plan.removedEntryCount) of \(plan.localEntryCount) entries in \(target.destination), more than max-delete (\(target.maxDelete)); nothing was changed; check the source, then run with --force to allow it"
+            if options.dryRun {
+                // Why a refused dry run still lists the plan: what the guard holds back is what the user has to
+                // read before deciding on --force, and a dry run is where they look for it.
+                describe(plan, target: name, report: &report)
+                report.error = "\(tooMany), so a run stops before changing anything; the lines above are what it would do with --force"
+            } else {
+                // Both sides named: a destination that already held other files (the wrong folder, or a first
+                // run into an old copy) trips the guard as surely as a source that lost them.
+                report.error = "\(tooMany); nothing was changed; check that the source is complete and that the destination is the right folder, then run with --force to allow it"
+            }
             return digest
         }
 

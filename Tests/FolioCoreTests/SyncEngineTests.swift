@@ -308,7 +308,7 @@ final class SyncEngineTests: XCTestCase {
         for i in 0..<6 { source.remove("f\(i)") }
         let refused = await run()
         XCTAssertEqual(refused.result, .refused)
-        XCTAssertEqual(refused.error, "would remove 6 of 10 entries in \(destination.path), more than max-delete (50%); nothing was changed; check the source, then run with --force to allow it")
+        XCTAssertEqual(refused.error, "would remove 6 of 10 entries in \(destination.path), more than max-delete (50%); nothing was changed; check that the source is complete and that the destination is the right folder, then run with --force to allow it")
         XCTAssertEqual(FixtureTree.listing(destination.path).count, 10, "nothing removed")
         let forced = await run(force: true)
         XCTAssertEqual(forced.result, .synced)
@@ -329,6 +329,7 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertFalse(report.isClean)
         XCTAssertEqual(report.removed, 0)
         XCTAssertGreaterThan(report.withheldRemovals, 0)
+        XCTAssertEqual(report.failed, 1, "the folder that could not be listed counts as failed")
         XCTAssertEqual(content("ok/gone"), "g", "not removed while the listing is incomplete")
         XCTAssertEqual(content("locked/b"), "b")
         XCTAssertEqual(content("ok/new"), "n", "the rest still syncs")
