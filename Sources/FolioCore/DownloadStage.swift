@@ -76,7 +76,10 @@ struct DownloadStage: Sendable {
         result.changedPaths = tally.changedPaths
         result.failures += tally.failures
         result.keepPartials.formUnion(tally.keepPartials)
-        // Files no worker got to (every connection failed, or the run was stopped) are failures of this run.
+        // Files no worker got to are failures of this run when every connection failed; when the run was stopped
+        // (Ctrl-C, SIGTERM) they are only not done yet: the run says "interrupted", and counting them as failed
+        // would tell a user who pressed Ctrl-C that their files are broken.
+        let stopped = progress.isCancelled || result.runError?.code == .cancelled
         var unattempted = result.unattempted
         while let item = queue.next() {
             switch item {
@@ -87,7 +90,7 @@ struct DownloadStage: Sendable {
         for index in unattempted {
             let download = downloads[index]
             result.keepPartials.insert(Destination.partialName(for: download.entry))
-            result.failures.append((download.entry.path, result.runError?.message ?? "not attempted"))
+            if !stopped { result.failures.append((download.entry.path, result.runError?.message ?? "not attempted")) }
         }
         return result
     }
@@ -243,10 +246,12 @@ struct DownloadStage: Sendable {
     }
 
     /// Reports one file that could not be fetched or installed, keeping its partial file for the next run.
+    /// A file cut off by a stop (Ctrl-C, SIGTERM) keeps its partial file but is no failure: it is not done yet.
     private func record(_ error: SourceError, for download: SyncPlan.Download, in outcome: Locked<Outcome>, announce: Bool = true) {
-        if announce { events.emit(.fileFailed(target: target, path: download.entry.path, message: error.message)) }
+        let stopped = error.code == .cancelled || progress.isCancelled
+        if announce && !stopped { events.emit(.fileFailed(target: target, path: download.entry.path, message: error.message)) }
         outcome.withLock { result in
-            result.failures.append((download.entry.path, error.message))
+            if !stopped { result.failures.append((download.entry.path, error.message)) }
             result.keepPartials.insert(Destination.partialName(for: download.entry))
         }
     }

@@ -51,7 +51,10 @@ public struct RunReport: Sendable {
 
     public init(target: String) { self.target = target }
 
-    public var failed: Int { failures.count }
+    /// Files that failed, plus the parts of the source the listing could not read (nothing in them was fetched
+    /// or removed): the `failed` of `target-done` and of `folio status`, so that a run that exits 3 never reads
+    /// as clean there.
+    public var failed: Int { failures.count + issues.filter(\.blocksRemovals).count }
 
     /// Whether an `on-change` hook runs after this run: it changed something, or it reached its end and may
     /// deliver what an earlier run kept (`HookBacklog`). Not after a run that could not start or found the folder

@@ -42,7 +42,13 @@ enum Summary {
             let one = report.localChanges.count == 1
             lines.append("\(name): \(CountText.of(report.localChanges.count, "local file")) that folio did not write or that changed here \(one ? "was" : "were") moved to the trash: \(shown)\(more)\(place)")
         }
-        if report.withheldRemovals > 0 {
+        let unread = report.issues.filter(\.blocksRemovals)
+        if let first = unread.first, report.result == .synced || report.result == .unchanged {
+            // Why a line of its own: the notice above it scrolls by, and "unchanged" alone would read as in step.
+            let held = report.withheldRemovals > 0 ? ", and \(CountText.of(report.withheldRemovals, "removal")) held back" : ""
+            let parts = unread.count == 1 ? "1 part" : "\(unread.count) parts"
+            lines.append("\(name): \(parts) of the source could not be listed (first: \(first)); nothing there was copied or removed\(held); make it readable by the user running folio, or exclude it, then run again")
+        } else if report.withheldRemovals > 0 {
             lines.append("\(name): \(CountText.of(report.withheldRemovals, "removal")) held back because part of the source could not be listed; fix the listing errors above")
         }
         return lines

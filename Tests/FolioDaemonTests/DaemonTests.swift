@@ -289,6 +289,9 @@ final class DaemonTests: XCTestCase {
         let interrupted = try folio(["status", "--json"], log: "status.log")
         XCTAssertTrue(interrupted.output.contains("\"result\":\"interrupted\""), interrupted.output)
         XCTAssertTrue(interrupted.output.contains("\"running\":false"), interrupted.output)
+        // A file cut off by the stop is not done yet, not failed: neither the summary nor status says "failed".
+        XCTAssertFalse(daemon.log.contains("failed, retried next run"), daemon.log)
+        XCTAssertTrue(interrupted.output.contains("\"failed\":0"), interrupted.output)
 
         // The next daemon resumes: the file completes, and its run copied less than the whole file.
         let next = try startDaemon(log: "daemon2.log")
