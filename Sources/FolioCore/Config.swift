@@ -39,6 +39,26 @@ public struct Config: Sendable, Equatable {
         return try parse(text, file: path)
     }
 
+    /// Reads and checks a configuration file for running its targets: `load`, then the destinations as they are on
+    /// disk. Why apart from `load`: its checks read paths as text, which cannot see that a symlink makes two
+    /// spellings one folder, where two targets would each trash the other's files on every run; `folio status`
+    /// reads the file with `load` alone, so a mistake there does not hide the runs that were recorded.
+    public static func loadForRunning(path: String) throws(ConfigError) -> Config {
+        let config = try load(path: path)
+        try config.checkDestinationsApartOnDisk()
+        return config
+    }
+
+    /// Throws when a target's destination is another's, or inside it, once symlinks are resolved.
+    public func checkDestinationsApartOnDisk() throws(ConfigError) {
+        let real = targets.map { PathText.real($0.destination) }
+        for (i, target) in targets.enumerated() {
+            for (j, other) in targets.enumerated() where j != i && PathText.isWithin(real[i], real[j]) && (real[i] != real[j] || j < i) {
+                throw ConfigError(file: file, line: nil, message: "target \"\(target.name)\": destination \(target.destination) is inside target \"\(other.name)\"'s destination \(other.destination) (through a symbolic link: both are in \(real[j])); give each target a folder of its own")
+            }
+        }
+    }
+
     /// Parses configuration text; `file` names it in errors.
     public static func parse(_ text: String, file: String) throws(ConfigError) -> Config {
         let tables: [TOMLReader.Table]

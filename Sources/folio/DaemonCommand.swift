@@ -26,7 +26,7 @@ struct DaemonCommand: AsyncParsableCommand {
         let path = Config.location(explicit: config)
         let loaded: Config
         do {
-            loaded = try Config.load(path: path)
+            loaded = try Config.loadForRunning(path: path)
         } catch {
             // Exit 2 (not ArgumentParser's 1): folio.service has RestartPreventExitStatus=2, so systemd does not
             // restart a daemon in a loop over a configuration only a person can fix.

@@ -278,7 +278,7 @@ actor Scheduler: Service {
     private func reload() async {
         notifier?.send("RELOADING=1")
         let path = configPath
-        let loaded = await Blocking.run { Result { () throws(ConfigError) -> Config in try Config.load(path: path) } }
+        let loaded = await Blocking.run { Result { () throws(ConfigError) -> Config in try Config.loadForRunning(path: path) } }
         switch loaded {
         case .failure(let error):
             reporter.logger.error("reload failed, keeping the previous configuration: \(error)")

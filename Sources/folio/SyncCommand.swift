@@ -69,7 +69,7 @@ struct CommonOptions: ParsableArguments {
 
     func loadConfig() throws -> Config {
         do {
-            return try Config.load(path: Config.location(explicit: config))
+            return try Config.loadForRunning(path: Config.location(explicit: config))
         } catch {
             throw CLIError.usage(error.description)
         }

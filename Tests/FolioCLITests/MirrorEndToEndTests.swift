@@ -285,6 +285,16 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertTrue(outcome.stdoutLines.contains("mirror:\(work.path("dst")): cannot list locked: Permission denied"), "\(outcome.stdoutLines)")
         XCTAssertEqual(try String(contentsOfFile: work.path("dst/a.txt"), encoding: .utf8), "a")
         XCTAssertTrue(FileManager.default.fileExists(atPath: work.path("dst/gone.txt")), "nothing removed on an incomplete listing")
+        let target = "mirror:\(work.path("dst"))"
+        XCTAssertTrue(outcome.stdoutLines.contains("\(target): 1 part of the source could not be listed (first: cannot list locked: Permission denied); nothing there was copied or removed, and 1 removal held back; make it readable by the user running folio, or exclude it, then run again"),
+                      "\(outcome.stdoutLines)")
+
+        // The next run has nothing else to do: it still says so, and scripts and status count it as failed.
+        let again = FolioBinary.run(["mirror", "--json", work.path("src"), work.path("dst")], environment: environment, unprivileged: true)
+        XCTAssertEqual(again.status, 3, "\(again.stderrLines)")
+        XCTAssertEqual(again.events.last?["failed"] as? Int, 1, again.stdout)
+        let status = FolioBinary.run(["status"], environment: environment)
+        XCTAssertTrue(status.stdout.contains(", 1 failed"), status.stdout)
     }
 
     /// A full disk fails the run in one line that says what to do, and leaves no file half-written under its name.
@@ -348,6 +358,11 @@ final class MirrorEndToEndTests: XCTestCase {
         let webdav = FolioBinary.run(["mirror", "--webdav", "maybe", "http://127.0.0.1:1/", work.path("dst")], environment: environment)
         XCTAssertEqual(webdav.status, 2)
         XCTAssertEqual(webdav.stderrLines, ["folio: --webdav is auto, true or false, not \"maybe\""])
+        // A flag's mistake names the flag as it is typed, not the configuration key behind it.
+        let maxDelete = FolioBinary.run(["mirror", "--max-delete", "abc", work.path("src"), work.path("dst")], environment: environment)
+        XCTAssertEqual(maxDelete.status, 2)
+        XCTAssertEqual(maxDelete.stderrLines, ["folio: --max-delete is a count (--max-delete 100) or a percentage from 0% to 100% (--max-delete 50%), not \"abc\""])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst")))
         FixtureTree.makeFolder(work.path(""), "conf.d")
         let folder = FolioBinary.run(["sync", "--now", "--config", work.path("conf.d")], environment: environment)
         XCTAssertEqual(folder.status, 2)
@@ -518,6 +533,30 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("paths.out")), "all delivered: no hook")
     }
 
+    /// Two targets whose destinations are one folder through a symlink would each trash the other's files on
+    /// every run: the configuration is refused, as when the two are spelt alike, and nothing is written.
+    func testTwoDestinationsThatAreOneFolderThroughASymlinkAreRefused() throws {
+        FixtureTree.write(work.path("a"), "from-a", "a")
+        FixtureTree.write(work.path("b"), "from-b", "b")
+        FixtureTree.makeFolder(work.path("shared"), "")
+        XCTAssertEqual(symlink(work.path("shared"), work.path("link")), 0)
+        FixtureTree.write(work.path(""), "folio.toml", """
+            [[target]]
+            name = "one"
+            source = "\(work.path("a"))"
+            destination = "\(work.path("link"))"
+
+            [[target]]
+            name = "two"
+            source = "\(work.path("b"))"
+            destination = "\(work.path("shared"))"
+            """)
+        let outcome = FolioBinary.run(["sync", "--now", "two", "--config", work.path("folio.toml")], environment: environment)
+        XCTAssertEqual(outcome.status, 2, outcome.stdout)
+        XCTAssertEqual(outcome.stderrLines, ["folio: \(work.path("folio.toml")): target \"two\": destination \(work.path("shared")) is inside target \"one\"'s destination \(work.path("link")) (through a symbolic link: both are in \(PathText.real(work.path("shared")))); give each target a folder of its own"])
+        XCTAssertEqual(FixtureTree.listing(work.path("shared")), [], "nothing written")
+    }
+
     func testSyncNowRunsManualTargetsAndGuardsExitFour() throws {
         for i in 0..<4 { FixtureTree.write(work.path("a"), "f\(i)", "\(i)") }
         FixtureTree.write(work.path("b"), "only", "b")
@@ -544,7 +583,15 @@ final class MirrorEndToEndTests: XCTestCase {
         for i in 0..<3 { unlink(work.path("a/f\(i)")) }
         let refused = FolioBinary.run(["sync", "--now", "manual-one"] + config, environment: environment)
         XCTAssertEqual(refused.status, 4)
-        XCTAssertEqual(refused.stderrLines, ["manual-one: refused: would remove 3 of 4 entries in \(work.path("mirror-a")), more than max-delete (50%); nothing was changed; check the source, then run with --force to allow it"])
+        XCTAssertEqual(refused.stderrLines, ["manual-one: refused: would remove 3 of 4 entries in \(work.path("mirror-a")), more than max-delete (50%); nothing was changed; check that the source is complete and that the destination is the right folder, then run with --force to allow it"])
+        XCTAssertEqual(FixtureTree.listing(work.path("mirror-a")).count, 4)
+
+        // The dry run of the refused run lists what the guard holds back, then says it would be refused.
+        let preview = FolioBinary.run(["sync", "--now", "manual-one", "--dry-run"] + config, environment: environment)
+        XCTAssertEqual(preview.status, 4)
+        XCTAssertEqual(preview.stdout.split(separator: "\n").filter { $0.contains("would remove f") }.sorted(),
+                       ["manual-one: would remove f0", "manual-one: would remove f1", "manual-one: would remove f2"])
+        XCTAssertEqual(preview.stderrLines, ["manual-one: refused: would remove 3 of 4 entries in \(work.path("mirror-a")), more than max-delete (50%), so a run stops before changing anything; the lines above are what it would do with --force"])
         XCTAssertEqual(FixtureTree.listing(work.path("mirror-a")).count, 4)
 
         let named = FolioBinary.run(["sync", "--now", "auto-one", "--json"] + config, environment: environment)
