@@ -92,8 +92,11 @@ struct ConfigParser {
             switch key.value {
             case .integer(let count) where count >= 0: target.maxDelete = .count(Int(count))
             case .string(let text) where text.hasSuffix("%"):
-                guard let percent = Int(text.dropLast()), (0...100).contains(percent) else {
+                guard let percent = Int(text.dropLast()), percent >= 0 else {
                     throw error(key, "max-delete \"\(text)\" is not a percentage; write e.g. \"50%\"")
+                }
+                guard percent <= 100 else {
+                    throw error(key, "max-delete \"\(text)\" is more than all entries; write a percentage from \"0%\" to \"100%\", or a count")
                 }
                 target.maxDelete = .percent(percent)
             default: throw error(key, "max-delete is a count (max-delete = 100) or a percentage (max-delete = \"50%\")")
@@ -104,9 +107,9 @@ struct ConfigParser {
             let text = try string(key)
             guard let policy = ListingOptions.SymlinkPolicy(rawValue: text) else { throw error(key, "symlinks must be \"skip\" or \"follow\"") }
             target.symlinks = policy
-        case "exclude": target.exclude = try stringList(key)
+        case "exclude": target.exclude = try stringList(key, example: "[\"*.tmp\"]")
         case "on-change":
-            let command = try stringList(key)
+            let command = try stringList(key, example: "[\"/usr/local/bin/refresh\", \"{target}\"]")
             guard let program = command.first, program.hasPrefix("/") else {
                 throw error(key, "on-change is a command as a list starting with an absolute path, e.g. [\"/usr/local/bin/refresh\", \"{target}\"]")
             }
@@ -207,8 +210,8 @@ struct ConfigParser {
         return Int(value)
     }
 
-    private func stringList(_ key: TOMLReader.Key) throws(ConfigError) -> [String] {
-        guard case .array(let items) = key.value else { throw error(key, "\(key.name) must be a list of strings, e.g. [\"*.tmp\"]") }
+    private func stringList(_ key: TOMLReader.Key, example: String) throws(ConfigError) -> [String] {
+        guard case .array(let items) = key.value else { throw error(key, "\(key.name) must be a list of strings, e.g. \(example)") }
         var strings: [String] = []
         for item in items {
             guard case .string(let text) = item else { throw error(key, "\(key.name) must hold only strings in quotes") }

@@ -41,7 +41,7 @@ public struct SourceLocation: Sendable, Equatable, CustomStringConvertible {
         if let at = authority.lastIndex(of: "@") {
             let userInfo = authority[..<at]
             if userInfo.contains(":") {
-                throw ParseError(message: "source URL contains a password; put it in a file and use password-file instead")
+                throw ParseError(message: "source URL contains a password; put the password in a file only this user can read and give that file as password-file (folio mirror: --password-file)")
             }
             user = Self.percentDecoded(String(userInfo))
             authority = authority[authority.index(after: at)...]

@@ -105,10 +105,10 @@ final class LogReporter: SyncEventSink {
 
     private static func describe(_ plan: SyncEvent.PlanSummary) -> String {
         var parts: [String] = []
-        if plan.downloads > 0 { parts.append("\(plan.downloads) files to copy (\(ByteCount.format(plan.downloadBytes)))") }
+        if plan.downloads > 0 { parts.append("\(CountText.of(plan.downloads, "file")) to copy (\(ByteCount.format(plan.downloadBytes)))") }
         if plan.removals > 0 { parts.append("\(plan.removals) to remove") }
-        if plan.folders > 0 { parts.append("\(plan.folders) folders to create") }
-        if plan.mtimeFixes > 0 { parts.append("\(plan.mtimeFixes) times to fix") }
+        if plan.folders > 0 { parts.append("\(CountText.of(plan.folders, "folder")) to create") }
+        if plan.mtimeFixes > 0 { parts.append("\(CountText.of(plan.mtimeFixes, "time")) to fix") }
         return parts.joined(separator: ", ")
     }
 }

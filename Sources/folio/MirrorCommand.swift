@@ -57,6 +57,11 @@ struct MirrorCommand: AsyncParsableCommand {
         for (name, value) in [("SOURCE", source), ("DEST", destination)] where value.isEmpty {
             throw CLIError.usage("\(name) is empty (an unset variable in a script?); give the folder or URL")
         }
+        // Checked here, not by the configuration's parser, whose line would name the key as a file spells it.
+        let percent = maxDelete.hasSuffix("%") ? Int(maxDelete.dropLast()) : nil
+        guard Int(maxDelete).map({ $0 >= 0 }) ?? percent.map({ (0...100).contains($0) }) ?? false else {
+            throw CLIError.usage("--max-delete is a count (--max-delete 100) or a percentage from 0% to 100% (--max-delete 50%), not \(JSONLine.quote(maxDelete))")
+        }
         guard ["auto", "true", "false"].contains(webdav) else {
             throw CLIError.usage("--webdav is auto, true or false, not \(JSONLine.quote(webdav))")
         }

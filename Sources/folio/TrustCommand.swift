@@ -16,14 +16,16 @@ struct TrustCommand: ParsableCommand {
             """
     )
 
-    @Argument(help: "The server, as sftp://host[:port] (a path after it is ignored).") var server: String
+    @Argument(help: "The server, as sftp://host[:port] or host[:port] (a path after it is ignored).") var server: String
     @Option(name: .long, help: "The known_hosts file to add the key to (default ~/.ssh/known_hosts).") var knownHosts: String?
     @Flag(name: .long, help: "Trust the key without asking.") var yes = false
     @Option(name: .long, help: "Seconds to wait for the server.") var timeout: Int = 30
 
     func run() throws {
         let location: SourceLocation
-        do { location = try SourceLocation(parsing: server) } catch { throw ValidationError(error.message) }
+        // A bare host (`folio trust nas.local`) means SFTP: trust has no other kind of server.
+        let url = server.contains("://") ? server : "sftp://" + server
+        do { location = try SourceLocation(parsing: url) } catch { throw ValidationError(error.message) }
         guard case let .sftp(_, host, port, _) = location.kind else {
             throw ValidationError("\(server) is not an sftp:// URL; write sftp://host[:port]")
         }

@@ -69,6 +69,8 @@ final class ConfigTests: XCTestCase {
             (base + "interval = \"soon\"\n", "f.toml:5: interval \"soon\" is not a duration; write e.g. \"90s\", \"15m\", \"2h\" or \"1d\""),
             (base + "mode = \"sometimes\"\n", "f.toml:5: mode must be \"manual\", \"automatic\" or \"both\""),
             (base + "max-delete = \"lots\"\n", "f.toml:5: max-delete is a count (max-delete = 100) or a percentage (max-delete = \"50%\")"),
+            (base + "max-delete = \"150%\"\n", "f.toml:5: max-delete \"150%\" is more than all entries; write a percentage from \"0%\" to \"100%\", or a count"),
+            (base + "on-change = \"echo hi\"\n", "f.toml:5: on-change must be a list of strings, e.g. [\"/usr/local/bin/refresh\", \"{target}\"]"),
             (base + base, "f.toml:5: target name \"a\" is already used at line 1; give each target its own name"),
             ("[[target]]\nname = \"Bad Name\"\n", "f.toml:2: target name \"Bad Name\" may use only a-z, 0-9, '.', '_' and '-'"),
             ("[[target]]\nname = \"a\"\nsource = \"/data\"\ndestination = \"/data/mirror\"\n",
@@ -80,7 +82,7 @@ final class ConfigTests: XCTestCase {
             ("[target]\n", "f.toml:1: unknown table [target]; targets are written [[target]]"),
             ("name = \"x\"\n", "f.toml:1: name belongs in a [[target]] table"),
             (base + "source2 = \"x\" junk\n", "f.toml:5: unexpected text after the value; one key per line"),
-            ("[[target]]\nname = \"a\"\nsource = \"sftp://user:pw@host/x\"\n", "f.toml:3: source URL contains a password; put it in a file and use password-file instead"),
+            ("[[target]]\nname = \"a\"\nsource = \"sftp://user:pw@host/x\"\n", "f.toml:3: source URL contains a password; put the password in a file only this user can read and give that file as password-file (folio mirror: --password-file)"),
         ]
         for row in rows {
             XCTAssertThrowsError(try Config.parse(row.text, file: "f.toml"), row.expected) { error in

@@ -21,8 +21,10 @@ final class TrustCommandTests: XCTestCase {
         XCTAssertEqual(yes.status, 0, yes.stderr)
         XCTAssertTrue(yes.stdout.contains(try server.hostKeyFingerprint()), yes.stdout)
         XCTAssertTrue(yes.stdout.contains("ssh-ed25519"), yes.stdout)
-        let again = FolioBinary.run(["trust", url, "--known-hosts", knownHosts, "--yes"])
+        // A bare host:port means SFTP, as `folio trust HOST` reads in the docs.
+        let again = FolioBinary.run(["trust", "127.0.0.1:\(server.port)", "--known-hosts", knownHosts, "--yes"])
         XCTAssertEqual(again.status, 0, again.stderr)
+        XCTAssertTrue(again.stdout.contains("already trusted in \(knownHosts)"), again.stdout)
         XCTAssertEqual(try String(contentsOfFile: knownHosts, encoding: .utf8).split(separator: "\n").count, 1, "trusted once")
 
         let state = TemporaryDirectory("sftp-trust-state")
