@@ -91,15 +91,40 @@ public final class Destination: Sendable {
     /// Opens `<path>/.folio/lock`, making the destination and `.folio` first as a run would: the file whose
     /// `flock` keeps one run at a time in this folder. Why in the folder itself: every process that writes here
     /// finds the same file, whatever its state directory (`folio mirror` as another user, a second daemon) and
-    /// however it spells the path.
-    public static func openLockFile(at path: String) throws(SourceError) -> Int32 {
+    /// however it spells the path. `madeDestination`: the destination did not exist before this call.
+    public static func openLockFile(at path: String) throws(SourceError) -> (fd: Int32, madeDestination: Bool) {
+        // ENOENT: a folder on the way is missing too, and openRoot makes them all.
+        let made = mkdir(path, 0o755) == 0 || errno == ENOENT
         let root = try openRoot(path, create: true)
         defer { close(root) }
         let folio = try makeFolder(in: root, name: ".folio", display: path + "/.folio")
         defer { close(folio) }
         let fd = folio_openat_create(folio, "lock", O_RDWR | O_CREAT | O_NOFOLLOW, 0o644)
         guard fd >= 0 else { throw error(errno, "cannot open the lock file \(path)/.folio/lock") }
-        return fd
+        return (fd, made)
+    }
+
+    /// Takes away a destination that a run made and that holds nothing but Folio's own empty folders and lock
+    /// file: a mistyped source or an unreachable server must not leave a new, empty folder behind. Only empty
+    /// folders go (never a file but the lock, never a folder with anything in it), the lock file only once the
+    /// rest of `.folio` is gone, and nothing through a symlink. Call it holding the lock, just before letting
+    /// it go; a process waiting for the lock then finds its file unlinked and opens the new one (`TargetLock`).
+    public static func removeIfUnused(_ path: String) {
+        let root = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard root >= 0 else { return }
+        defer { close(root) }
+        let folio = folio_openat_dir_nofollow(root, ".folio")
+        guard folio >= 0 else { return }
+        defer { close(folio) }
+        var emptied = true
+        let partial = folio_openat_dir_nofollow(folio, "partial")
+        if partial >= 0 {
+            for digit in 0..<16 where unlinkat(partial, String(digit, radix: 16), AT_REMOVEDIR) != 0 && errno != ENOENT { emptied = false }
+            close(partial)
+        }
+        for name in ["partial", "trash", "trash-clock"] where unlinkat(folio, name, AT_REMOVEDIR) != 0 && errno != ENOENT { emptied = false }
+        guard emptied, unlinkat(folio, "lock", 0) == 0, unlinkat(root, ".folio", AT_REMOVEDIR) == 0 else { return }
+        _ = rmdir(path)
     }
 
     /// The time `timePrecision(of:probing:)` sets on `.folio`: odd seconds and nine significant digits, so what a

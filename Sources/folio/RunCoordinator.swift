@@ -94,6 +94,11 @@ struct RunCoordinator {
             reporter.watch(target: target.name, progress: progress)
             guard stopper.register(progress) else { return failed(target, "stopped before it started", result: .interrupted) }
             let report = await engine.run(target, source: source, options: options, progress: progress)
+            // By hand only: the daemon would make and take away a folder that a media server may watch at every
+            // interval while the source is down; by hand, one failed run must not leave a new, empty folder.
+            if let held, report.result == .failed || report.result == .interrupted {
+                await Blocking.run { held.removeDestinationIfUnused() }
+            }
             withExtendedLifetime(held) {}
             return report
         }

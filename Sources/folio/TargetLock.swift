@@ -12,9 +12,12 @@ import Glibc
 /// each process then finds the same file however it spells the path, and whatever its state directory (once,
 /// `folio mirror`, which reads no config, and a daemon with `state-dir` set locked in two places and ran at once).
 ///
-/// `Sendable`: it is taken on a dispatch queue and handed to the run; its only state is the descriptor, set once.
+/// `Sendable`: it is taken on a dispatch queue and handed to the run; its state is set once.
 final class TargetLock: Sendable {
     private let fd: Int32
+    private let destination: String
+    /// Whether taking the lock made the destination (it did not exist): see `removeDestinationIfUnused`.
+    let madeDestination: Bool
 
     enum Failure: Error {
         case busy(String)
@@ -32,7 +35,11 @@ final class TargetLock: Sendable {
         }
     }
 
-    private init(fd: Int32) { self.fd = fd }
+    private init(fd: Int32, destination: String, madeDestination: Bool) {
+        self.fd = fd
+        self.destination = destination
+        self.madeDestination = madeDestination
+    }
 
     deinit {
         flock(fd, LOCK_UN)
@@ -45,8 +52,27 @@ final class TargetLock: Sendable {
     static func acquire(_ target: TargetConfig, wait: Bool, waiting: (String) -> Void,
                         stopped: () -> Bool = { false }) throws(Failure) -> TargetLock {
         let file = target.destination + "/.folio/lock"
-        let fd: Int32
-        do { fd = try Destination.openLockFile(at: target.destination) } catch { throw .io(error.message) }
+        while true {
+            let opened: (fd: Int32, madeDestination: Bool)
+            do { opened = try Destination.openLockFile(at: target.destination) } catch { throw .io(error.message) }
+            try lock(opened.fd, file: file, destination: target.destination, wait: wait, waiting: waiting, stopped: stopped)
+            // Why look again once locked: the holder we waited for may have taken away the folder it had made
+            // (`removeDestinationIfUnused`), unlinking this file; a lock on an unlinked file excludes no one, so
+            // start over with the file now at that name.
+            var held = stat(), named = stat()
+            if fstat(opened.fd, &held) == 0, lstat(file, &named) == 0, held.st_dev == named.st_dev, held.st_ino == named.st_ino {
+                let note = "\(getpid()) \(Int(Date().timeIntervalSince1970)) \(target.name)\n"
+                ftruncate(opened.fd, 0)
+                _ = note.withCString { pwrite(opened.fd, $0, strlen($0), 0) }
+                return TargetLock(fd: opened.fd, destination: target.destination, madeDestination: opened.madeDestination)
+            }
+            close(opened.fd)
+        }
+    }
+
+    /// Takes the `flock` on `fd` (closing it on failure), waiting for the holder when `wait` is set.
+    private static func lock(_ fd: Int32, file: String, destination: String, wait: Bool, waiting: (String) -> Void,
+                             stopped: () -> Bool) throws(Failure) {
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
             // Only EWOULDBLOCK means another holder; a filesystem that cannot lock (ENOLCK on some network shares)
             // is said as such, not retried as "busy" for ever.
@@ -55,7 +81,7 @@ final class TargetLock: Sendable {
                 close(fd)
                 throw .io("cannot lock \(file): \(String(cString: strerror(code))); the destination's filesystem must support flock")
             }
-            let holder = describeHolder(fd: fd, destination: target.destination)
+            let holder = describeHolder(fd: fd, destination: destination)
             guard wait else {
                 close(fd)
                 throw .busy(holder)
@@ -73,10 +99,14 @@ final class TargetLock: Sendable {
                 usleep(100_000)
             }
         }
-        let note = "\(getpid()) \(Int(Date().timeIntervalSince1970)) \(target.name)\n"
-        ftruncate(fd, 0)
-        _ = note.withCString { pwrite(fd, $0, strlen($0), 0) }
-        return TargetLock(fd: fd)
+    }
+
+    /// After a run that did not bring the destination in step: when taking the lock made the destination, and
+    /// the run left nothing in it but Folio's own empty folders, takes it away again (see
+    /// `Destination.removeIfUnused`), so that a mistyped source does not leave an empty folder behind.
+    func removeDestinationIfUnused() {
+        guard madeDestination else { return }
+        Destination.removeIfUnused(destination)
     }
 
     /// "target photos is being synced by pid 812 (started 12:03:11)": the holder's target, which may be another

@@ -297,6 +297,21 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertTrue(status.stdout.contains(", 1 failed"), status.stdout)
     }
 
+    /// A first run that fails (here a mistyped source) takes away the folder it made for the destination, with
+    /// its `.folio`; a folder that was there before keeps all it held.
+    func testAFailedFirstRunLeavesNoNewFolderBehind() throws {
+        let typo = FolioBinary.run(["mirror", work.path("no-such-source"), work.path("new/dst")], environment: environment)
+        XCTAssertEqual(typo.status, 1, typo.stdout)
+        XCTAssertEqual(typo.stderrLines, ["mirror:\(work.path("new/dst")): failed: source folder \(work.path("no-such-source")) does not exist; check the path (is the share mounted?)"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("new/dst")), "the new destination is gone")
+
+        FixtureTree.write(work.path("kept"), "mine.txt", "the user's")
+        let existing = FolioBinary.run(["mirror", work.path("no-such-source"), work.path("kept")], environment: environment)
+        XCTAssertEqual(existing.status, 1, existing.stdout)
+        XCTAssertEqual(FixtureTree.read(work.path("kept/mine.txt")), Array("the user's".utf8))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: work.path("kept/.folio/lock")), "a folder folio did not make is left as it was")
+    }
+
     /// A full disk fails the run in one line that says what to do, and leaves no file half-written under its name.
     func testAFullDiskFailsTheRunInOneLine() throws {
         guard getuid() == 0 else { throw XCTSkip("mounting a tmpfs needs root") }
