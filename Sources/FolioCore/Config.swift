@@ -49,8 +49,12 @@ public struct Config: Sendable, Equatable {
         return config
     }
 
-    /// Throws when a target's destination is another's, or inside it, once symlinks are resolved.
+    /// Throws when a target's destination is another's, or inside it, or one of a local source and a destination
+    /// is inside the other, once symlinks are resolved.
     public func checkDestinationsApartOnDisk() throws(ConfigError) {
+        for target in targets {
+            if let overlap = target.sourceOverlapOnDisk() { throw ConfigError(file: file, line: nil, message: "target \"\(target.name)\": \(overlap)") }
+        }
         let real = targets.map { PathText.real($0.destination) }
         for (i, target) in targets.enumerated() {
             for (j, other) in targets.enumerated() where j != i && PathText.isWithin(real[i], real[j]) && (real[i] != real[j] || j < i) {

@@ -63,6 +63,21 @@ public struct TargetConfig: Sendable, Equatable {
     /// per-run limits by before the round trip is known.
     public var mostDownloadWorkers: Int { transfers ?? Self.farTransfers }
 
+    /// For a local source: what is wrong when the destination and the source are one inside the other on disk,
+    /// through symlinks (the configuration's check reads them as text); nil when they are apart. Why it matters:
+    /// a destination inside its source would copy itself one level deeper on every run. Reads the filesystem.
+    public func sourceOverlapOnDisk() -> String? {
+        guard case .local(let path)? = try? SourceLocation(parsing: source).kind else { return nil }
+        let realSource = PathText.real(path), realDestination = PathText.real(destination)
+        if PathText.isWithin(realDestination, realSource) {
+            return "destination \(destination) is inside its source \(path) (both are in \(realSource)); choose a destination outside it"
+        }
+        if PathText.isWithin(realSource, realDestination) {
+            return "source \(path) is inside its destination \(destination) (both are in \(realDestination)); choose a destination outside it"
+        }
+        return nil
+    }
+
     public init(name: String, source: String, destination: String) {
         self.name = name
         self.source = source

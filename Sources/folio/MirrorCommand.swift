@@ -41,6 +41,8 @@ struct MirrorCommand: AsyncParsableCommand {
 
     func run() async throws {
         let target = try makeTarget()
+        // Reads the filesystem: off the cooperative pool. A usage error (exit 2), as the same folders spelt alike are.
+        if let overlap = await Blocking.run({ target.sourceOverlapOnDisk() }) { throw CLIError.usage(overlap) }
         let coordinator = RunCoordinator(
             stateDirectory: StateLocation.directory(configured: nil),
             reporter: ConsoleReporter(mode: ConsoleReporter.mode(json: json)),

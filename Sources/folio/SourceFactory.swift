@@ -19,17 +19,8 @@ enum SourceFactory {
         }
         switch location.kind {
         case .local(let path):
-            // The configuration's check reads the paths as text; through a symlink, a destination inside its
-            // source would copy itself one level deeper on every run.
-            let source = PathText.real(path), destination = PathText.real(target.destination)
-            if PathText.isWithin(destination, source) {
-                throw SourceError(.localIO, "destination \(target.destination) is inside its source \(path) (both are in \(source)); choose a destination outside it",
-                                  isRetryable: false)
-            }
-            if PathText.isWithin(source, destination) {
-                throw SourceError(.localIO, "source \(path) is inside its destination \(target.destination) (both are in \(destination)); choose a destination outside it",
-                                  isRetryable: false)
-            }
+            // Checked when the configuration was read too (exit 2); again here for a symlink made since (the daemon).
+            if let overlap = target.sourceOverlapOnDisk() { throw SourceError(.localIO, overlap, isRetryable: false) }
             return LocalSource(rootPath: path, symlinks: target.symlinks)
         case .sftp:
             return try SFTPSource(location: location, settings: target.sourceSettings, timeout: target.timeout,

@@ -26,7 +26,9 @@ struct SyncCommand: AsyncParsableCommand {
     var noWait = false
 
     func run() async throws {
-        let config = try common.loadConfig()
+        // Reads files (and, for the destinations, resolves their real paths): off the cooperative pool.
+        let common = self.common
+        let config = try await Blocking.run { () throws -> Config in try common.loadConfig() }
         let chosen: [TargetConfig]
         if targets.isEmpty {
             chosen = config.targets.filter { $0.enabled && $0.mode.includes(.manual) }

@@ -215,20 +215,32 @@ final class MirrorEndToEndTests: XCTestCase {
     }
 
     /// Through a symlink, a destination inside its source passes the configuration's check of the paths' text; it
-    /// would copy itself one level deeper on every run. It is refused before anything is written.
+    /// would copy itself one level deeper on every run. It is refused before anything is written, as the same
+    /// mistake spelt without the link is: a usage or configuration error, exit 2.
     func testADestinationInsideItsSourceThroughASymlinkIsRefusedInOneLine() throws {
         FixtureTree.write(work.path("src"), "a.txt", "a")
         symlink(work.path("src"), work.path("link"))
         let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("link/mirror")], environment: environment)
-        XCTAssertEqual(outcome.status, 1)
+        XCTAssertEqual(outcome.status, 2)
         let real = PathText.real(work.path("src"))
-        XCTAssertEqual(outcome.stderrLines, ["mirror:\(work.path("link/mirror")): failed: destination \(work.path("link/mirror")) is inside its source \(work.path("src")) (both are in \(real)); choose a destination outside it"])
+        XCTAssertEqual(outcome.stderrLines, ["folio: destination \(work.path("link/mirror")) is inside its source \(work.path("src")) (both are in \(real)); choose a destination outside it"])
         XCTAssertEqual(FixtureTree.listing(work.path("src")), ["a.txt"])
 
         symlink(work.path(""), work.path("up"))
         let reverse = FolioBinary.run(["mirror", work.path("src"), work.path("up")], environment: environment)
-        XCTAssertEqual(reverse.status, 1)
-        XCTAssertEqual(reverse.stderrLines, ["mirror:\(work.path("up")): failed: source \(work.path("src")) is inside its destination \(work.path("up")) (both are in \(PathText.real(work.path("")))); choose a destination outside it"])
+        XCTAssertEqual(reverse.status, 2)
+        XCTAssertEqual(reverse.stderrLines, ["folio: source \(work.path("src")) is inside its destination \(work.path("up")) (both are in \(PathText.real(work.path("")))); choose a destination outside it"])
+
+        FixtureTree.write(work.path(""), "folio.toml", """
+            [[target]]
+            name = "loop"
+            source = "\(work.path("src"))"
+            destination = "\(work.path("link/mirror"))"
+            """)
+        let configured = FolioBinary.run(["sync", "--now", "--config", work.path("folio.toml")], environment: environment)
+        XCTAssertEqual(configured.status, 2)
+        XCTAssertEqual(configured.stderrLines, ["folio: \(work.path("folio.toml")): target \"loop\": destination \(work.path("link/mirror")) is inside its source \(work.path("src")) (both are in \(real)); choose a destination outside it"])
+        XCTAssertEqual(FixtureTree.listing(work.path("src")), ["a.txt"])
     }
 
     /// A folder of the destination that is another filesystem's mount point cannot take files renamed from
