@@ -33,7 +33,10 @@ struct SyncCommand: AsyncParsableCommand {
         if targets.isEmpty {
             chosen = config.targets.filter { $0.enabled && $0.mode.includes(.manual) }
             if chosen.isEmpty {
-                throw CLIError.usage("\(config.file): no enabled target has mode manual or both; name targets to run, e.g. folio sync --now photos")
+                guard let example = config.targets.first else {
+                    throw CLIError.usage("\(config.file): no [[target]] in it; add one (config/folio.example.toml shows how)")
+                }
+                throw CLIError.usage("\(config.file): no enabled target has mode manual or both; name the targets to run, e.g. folio sync --now \(example.name)")
             }
         } else {
             chosen = try targets.map { name in

@@ -601,6 +601,10 @@ final class MirrorEndToEndTests: XCTestCase {
             mode = "automatic"
             """)
         let config = ["--config", work.path("folio.toml")]
+        FixtureTree.write(work.path(""), "empty.toml", "# nothing yet\n")
+        let empty = FolioBinary.run(["sync", "--now", "--config", work.path("empty.toml")], environment: environment)
+        XCTAssertEqual(empty.status, 2)
+        XCTAssertEqual(empty.stderrLines, ["folio: \(work.path("empty.toml")): no [[target]] in it; add one (config/folio.example.toml shows how)"])
         let first = FolioBinary.run(["sync", "--now"] + config, environment: environment)
         XCTAssertEqual(first.status, 0, first.stderr)
         XCTAssertTrue(first.stdout.hasPrefix("manual-one: 4 added, "), first.stdout)
