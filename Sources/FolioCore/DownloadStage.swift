@@ -77,9 +77,14 @@ struct DownloadStage: Sendable {
         result.failures += tally.failures
         result.keepPartials.formUnion(tally.keepPartials)
         // Files no worker got to are failures of this run when every connection failed; when the run was stopped
-        // (Ctrl-C, SIGTERM) they are only not done yet: the run says "interrupted", and counting them as failed
-        // would tell a user who pressed Ctrl-C that their files are broken.
+        // (Ctrl-C, SIGTERM) they are only not done yet, and counting them as failed would tell a user who pressed
+        // Ctrl-C that their files are broken. The stop itself becomes the stage's error, so the run ends
+        // "interrupted" (after its records are flushed) even when no worker met it in a transfer: a stop by hand
+        // only cancels the progress, and workers between files just leave their loop.
         let stopped = progress.isCancelled || result.runError?.code == .cancelled
+        if stopped, result.runError == nil {
+            result.runError = SourceError(.cancelled, "stopped before the run finished", isRetryable: true)
+        }
         var unattempted = result.unattempted
         while let item = queue.next() {
             switch item {
@@ -165,7 +170,8 @@ struct DownloadStage: Sendable {
             if !countedOut { queue.workerEnded() }
             connection?.close()
             if !pending.isEmpty { outcome.withLock { $0.unattempted += pending } }
-            if let interrupted { record(interrupted.error, for: downloads[interrupted.index], in: outcome) }
+            // A file whose connection dropped and that a stop kept from its second try is not done yet, not failed.
+            if let interrupted { record(interrupted.error, for: downloads[interrupted.index], in: outcome, stopped: progress.isCancelled) }
         }
         var reconnects = 0
         while !progress.isCancelled, outcome.withLock({ $0.runError == nil }) {
@@ -246,9 +252,11 @@ struct DownloadStage: Sendable {
     }
 
     /// Reports one file that could not be fetched or installed, keeping its partial file for the next run.
-    /// A file cut off by a stop (Ctrl-C, SIGTERM) keeps its partial file but is no failure: it is not done yet.
-    private func record(_ error: SourceError, for download: SyncPlan.Download, in outcome: Locked<Outcome>, announce: Bool = true) {
-        let stopped = error.code == .cancelled || progress.isCancelled
+    /// A file cut off by a stop (Ctrl-C, SIGTERM: its error is `.cancelled`, or `stopped`) keeps its partial file
+    /// but is no failure: it is not done yet. Any other error during a stop is still the file's failure.
+    private func record(_ error: SourceError, for download: SyncPlan.Download, in outcome: Locked<Outcome>, announce: Bool = true,
+                        stopped: Bool = false) {
+        let stopped = stopped || error.code == .cancelled
         if announce && !stopped { events.emit(.fileFailed(target: target, path: download.entry.path, message: error.message)) }
         outcome.withLock { result in
             if !stopped { result.failures.append((download.entry.path, error.message)) }

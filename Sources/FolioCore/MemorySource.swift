@@ -21,6 +21,8 @@ public final class MemorySource: Source {
         var fetchedBy: [RelativePath: Int] = [:]
         var roundTrip: Duration?
         var connections = 0
+        /// What runs once a file's single download has written its bytes (see `afterDownloading`).
+        var afterDownload: [RelativePath: @Sendable () -> Void] = [:]
     }
 
     public let features: SourceFeatures
@@ -79,6 +81,17 @@ public final class MemorySource: Source {
     /// does; once.
     public func cutDownload(_ path: String, after bytes: Int, with error: SourceError) {
         state.withLock { $0.cutDownloads[try! RelativePath(validating: path)] = (bytes, error) }
+    }
+
+    /// Runs `action` once the single download of `path` has written all its bytes, before its worker takes the
+    /// next file: where a stop by hand (which cancels only the progress) lands between two files.
+    public func afterDownloading(_ path: String, run action: @escaping @Sendable () -> Void) {
+        state.withLock { $0.afterDownload[try! RelativePath(validating: path)] = action }
+    }
+
+    /// The action set by `afterDownloading` for `path`, if any.
+    fileprivate func actionAfterDownload(of path: RelativePath) -> (@Sendable () -> Void)? {
+        state.withLock { $0.afterDownload[path] }
     }
 
     /// Makes every batch deliver nothing, as a server without `tar` (an SFTP-only account) does.
@@ -178,6 +191,7 @@ final class MemoryConnection: SourceConnection {
         let (bytes, cut) = try source.content(for: entry, from: offset, connection: number)
         try bytes.prefix(cut?.bytes ?? bytes.count).withUnsafeBytes { try sink.write($0) }
         if let cut { throw cut.error }
+        source.actionAfterDownload(of: entry.path)?()
     }
 
     func download(batch: DownloadBatch) throws {

@@ -115,7 +115,7 @@ public struct SyncEngine: Sendable {
             }
         }
         var (snapshot, local) = try await Self.list(source, options: listing, destination: destination)
-        try Task.checkCancellation()
+        try Self.checkStopped(progress)
         if destination?.ignoresCase == true {
             snapshot = CaseClashes.resolve(snapshot, local: local.items, destination: target.destination)
         }
@@ -205,7 +205,7 @@ public struct SyncEngine: Sendable {
         let removalsHeld = removedPaths.isEmpty ? nil : await Blocking.run { committer.keepForHook(removedPaths) }
         var failedRemovals: [RelativePath] = []
         for removal in plan.removals {
-            try Task.checkCancellation()
+            try Self.checkStopped(progress)
             if let removalsHeld {
                 failedRemovals.append(removal.item.path)
                 report.failures.append((removal.item.path, removalsHeld))
@@ -234,7 +234,7 @@ public struct SyncEngine: Sendable {
         // Folders, shallowest first.
         if !plan.folders.isEmpty { events.emit(.stage(target: name, stage: .creating)) }
         for folder in plan.folders {
-            try Task.checkCancellation()
+            try Self.checkStopped(progress)
             do {
                 try destination.createFolder(folder.path)
                 report.createdFolders += 1
@@ -265,7 +265,7 @@ public struct SyncEngine: Sendable {
         } else {
             destination.removePartials(keeping: [])
         }
-        try Task.checkCancellation()
+        try Self.checkStopped(progress)
 
         // Times: files whose content is unchanged, then folders deepest first (their content is final now).
         events.emit(.stage(target: name, stage: .finishing))
@@ -302,6 +302,15 @@ public struct SyncEngine: Sendable {
         if let error = committer.error { throw StateError(error) }
         destination.purgeTrash(olderThan: target.trashDays)
         report.result = .synced
+    }
+
+    /// Throws when the run was stopped, between stages: the task's cancellation (the daemon's SIGTERM) or the
+    /// progress's (`SignalStopper`, by hand: Ctrl-C or SIGTERM to `sync --now`). Why both: a stop by hand cancels
+    /// only the progress, and the download workers then leave their loop without an error of their own; without
+    /// this check such a run went on to "synced".
+    private static func checkStopped(_ progress: TransferProgress) throws {
+        try Task.checkCancellation()
+        if progress.isCancelled { throw SourceError(.cancelled, "stopped before the run finished", isRetryable: true) }
     }
 
     /// A dry run: one notice per planned action, and the counts the run would have.

@@ -5,7 +5,7 @@ import FolioCore
 enum ExitStatus: Int32 {
     /// Every target is in step.
     case success = 0
-    /// A target's run failed; its destination was left consistent.
+    /// A target's run failed, or was stopped (Ctrl-C, SIGTERM); its destination was left consistent.
     case runFailed = 1
     /// Bad usage or configuration.
     case usage = 2

@@ -302,6 +302,33 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertEqual(trashed("stray.txt"), ["not from the source"])
     }
 
+    /// A stop by hand (Ctrl-C or SIGTERM to `sync --now`) cancels only the run's progress, not its task. Landing
+    /// between two files, where no transfer meets it, it still ends the run "interrupted", with nothing counted
+    /// as failed, and the files not reached are not copied.
+    func testAStopBetweenFilesThatCancelsOnlyTheProgressEndsInterrupted() async throws {
+        for i in 0..<5 { source.setFile("f\(i)", "x\(i)") }
+        target.transfers = 1
+        let progress = TransferProgress()
+        source.afterDownloading("f0") { progress.cancel() }
+        let report = await SyncEngine(state: state, events: EventRecorder()).run(target, source: source, options: .init(trigger: .manual), progress: progress)
+        XCTAssertEqual(report.result, .interrupted)
+        XCTAssertEqual(report.error, "stopped before the run finished")
+        XCTAssertEqual(report.failed, 0, "files not reached are not done yet, not failed")
+        XCTAssertLessThan(FixtureTree.listing(destination.path).filter { $0.hasPrefix("f") }.count, 5, "the run stopped")
+        XCTAssertEqual(source.downloads.count, 1, "no file was fetched after the stop")
+    }
+
+    /// A stop before the downloads (here, already there when the listing ends) copies nothing.
+    func testAStopBeforeTheDownloadsCopiesNothing() async throws {
+        for i in 0..<3 { source.setFile("f\(i)", "x") }
+        let progress = TransferProgress()
+        progress.cancel()
+        let report = await SyncEngine(state: state, events: EventRecorder()).run(target, source: source, options: .init(trigger: .manual), progress: progress)
+        XCTAssertEqual(report.result, .interrupted)
+        XCTAssertEqual(report.failed, 0)
+        XCTAssertEqual(FixtureTree.listing(destination.path).filter { !$0.hasPrefix(".folio") }, [])
+    }
+
     func testMaxDeleteRefusesThenForceAllows() async throws {
         for i in 0..<10 { source.setFile("f\(i)", "x") }
         _ = await run()
