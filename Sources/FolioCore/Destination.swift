@@ -93,15 +93,26 @@ public final class Destination: Sendable {
     /// finds the same file, whatever its state directory (`folio mirror` as another user, a second daemon) and
     /// however it spells the path. `madeDestination`: the destination did not exist before this call.
     public static func openLockFile(at path: String) throws(SourceError) -> (fd: Int32, madeDestination: Bool) {
-        // ENOENT: a folder on the way is missing too, and openRoot makes them all.
-        let made = mkdir(path, 0o755) == 0 || errno == ENOENT
-        let root = try openRoot(path, create: true)
-        defer { close(root) }
-        let folio = try makeFolder(in: root, name: ".folio", display: path + "/.folio")
-        defer { close(folio) }
-        let fd = folio_openat_create(folio, "lock", O_RDWR | O_CREAT | O_NOFOLLOW, 0o644)
-        guard fd >= 0 else { throw error(errno, "cannot open the lock file \(path)/.folio/lock") }
-        return (fd, made)
+        var attempt = 0
+        while true {
+            attempt += 1
+            // ENOENT: a folder on the way is missing too, and openRoot makes them all.
+            let made = mkdir(path, 0o755) == 0 || errno == ENOENT
+            let root = try openRoot(path, create: true)
+            defer { close(root) }
+            let folio: Int32
+            do {
+                folio = try makeFolder(in: root, name: ".folio", display: path + "/.folio")
+            } catch where error.underlying == "errno \(ENOENT)" && attempt < 3 {
+                // The folder was taken away after it was opened (`removeIfUnused`, by the run that made it): again.
+                continue
+            }
+            defer { close(folio) }
+            let fd = folio_openat_create(folio, "lock", O_RDWR | O_CREAT | O_NOFOLLOW, 0o644)
+            if fd < 0, errno == ENOENT, attempt < 3 { continue }
+            guard fd >= 0 else { throw error(errno, "cannot open the lock file \(path)/.folio/lock") }
+            return (fd, made)
+        }
     }
 
     /// Takes away a destination that a run made and that holds nothing but Folio's own empty folders and lock
@@ -116,6 +127,10 @@ public final class Destination: Sendable {
         let folio = folio_openat_dir_nofollow(root, ".folio")
         guard folio >= 0 else { return }
         defer { close(folio) }
+        // Anything but Folio's own names, in the folder or in `.folio`, keeps all of it: the run got further
+        // than making its folders, or someone else put something there.
+        let ours: Set<[UInt8]> = Set(["lock", "partial", "trash", "trash-clock"].map { Array($0.utf8) })
+        guard names(in: root) == [Array(".folio".utf8)], Set(names(in: folio)).isSubset(of: ours) else { return }
         var emptied = true
         let partial = folio_openat_dir_nofollow(folio, "partial")
         if partial >= 0 {

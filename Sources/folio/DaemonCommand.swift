@@ -26,7 +26,8 @@ struct DaemonCommand: AsyncParsableCommand {
         let path = Config.location(explicit: config)
         let loaded: Config
         do {
-            loaded = try Config.loadForRunning(path: path)
+            // Reads files and resolves the destinations' real paths (a hung network mount): off the cooperative pool.
+            loaded = try await Blocking.run { () throws(ConfigError) -> Config in try Config.loadForRunning(path: path) }
         } catch {
             // Exit 2 (not ArgumentParser's 1): folio.service has RestartPreventExitStatus=2, so systemd does not
             // restart a daemon in a loop over a configuration only a person can fix.

@@ -92,8 +92,9 @@ struct RunCoordinator {
         case .success(let held):
             let progress = TransferProgress()
             reporter.watch(target: target.name, progress: progress)
-            guard stopper.register(progress) else { return failed(target, "stopped before it started", result: .interrupted) }
-            let report = await engine.run(target, source: source, options: options, progress: progress)
+            let report = stopper.register(progress)
+                ? await engine.run(target, source: source, options: options, progress: progress)
+                : failed(target, "stopped before it started", result: .interrupted)
             // By hand only: the daemon would make and take away a folder that a media server may watch at every
             // interval while the source is down; by hand, one failed run must not leave a new, empty folder.
             if let held, report.result == .failed || report.result == .interrupted {

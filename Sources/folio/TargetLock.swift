@@ -52,21 +52,27 @@ final class TargetLock: Sendable {
     static func acquire(_ target: TargetConfig, wait: Bool, waiting: (String) -> Void,
                         stopped: () -> Bool = { false }) throws(Failure) -> TargetLock {
         let file = target.destination + "/.folio/lock"
+        var attempt = 0
         while true {
+            attempt += 1
             let opened: (fd: Int32, madeDestination: Bool)
             do { opened = try Destination.openLockFile(at: target.destination) } catch { throw .io(error.message) }
             try lock(opened.fd, file: file, destination: target.destination, wait: wait, waiting: waiting, stopped: stopped)
             // Why look again once locked: the holder we waited for may have taken away the folder it had made
             // (`removeDestinationIfUnused`), unlinking this file; a lock on an unlinked file excludes no one, so
-            // start over with the file now at that name.
-            var held = stat(), named = stat()
-            if fstat(opened.fd, &held) == 0, lstat(file, &named) == 0, held.st_dev == named.st_dev, held.st_ino == named.st_ino {
-                let note = "\(getpid()) \(Int(Date().timeIntervalSince1970)) \(target.name)\n"
-                ftruncate(opened.fd, 0)
-                _ = note.withCString { pwrite(opened.fd, $0, strlen($0), 0) }
-                return TargetLock(fd: opened.fd, destination: target.destination, madeDestination: opened.madeDestination)
+            // start over with the file now at that name. Why by its link count, not by comparing inodes with the
+            // name's: some filesystems (CIFS without server inodes, some FUSE ones) do not keep inode numbers
+            // steady, and a false "replaced" would loop. Bounded, and a stop ends it, in case a filesystem
+            // reports no links for a file that is still there.
+            var held = stat()
+            if fstat(opened.fd, &held) == 0, held.st_nlink == 0, attempt < 5, !stopped() {
+                close(opened.fd)
+                continue
             }
-            close(opened.fd)
+            let note = "\(getpid()) \(Int(Date().timeIntervalSince1970)) \(target.name)\n"
+            ftruncate(opened.fd, 0)
+            _ = note.withCString { pwrite(opened.fd, $0, strlen($0), 0) }
+            return TargetLock(fd: opened.fd, destination: target.destination, madeDestination: opened.madeDestination)
         }
     }
 

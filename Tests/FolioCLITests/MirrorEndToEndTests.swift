@@ -312,16 +312,45 @@ final class MirrorEndToEndTests: XCTestCase {
     /// A first run that fails (here a mistyped source) takes away the folder it made for the destination, with
     /// its `.folio`; a folder that was there before keeps all it held.
     func testAFailedFirstRunLeavesNoNewFolderBehind() throws {
-        let typo = FolioBinary.run(["mirror", work.path("no-such-source"), work.path("new/dst")], environment: environment)
+        let typo = FolioBinary.run(["mirror", work.path("no-such-source"), work.path("fresh")], environment: environment)
         XCTAssertEqual(typo.status, 1, typo.stdout)
-        XCTAssertEqual(typo.stderrLines, ["mirror:\(work.path("new/dst")): failed: source folder \(work.path("no-such-source")) does not exist; check the path (is the share mounted?)"])
-        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("new/dst")), "the new destination is gone")
+        XCTAssertEqual(typo.stderrLines, ["mirror:\(work.path("fresh")): failed: source folder \(work.path("no-such-source")) does not exist; check the path (is the share mounted?)"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("fresh")), "the new destination is gone")
 
         FixtureTree.write(work.path("kept"), "mine.txt", "the user's")
         let existing = FolioBinary.run(["mirror", work.path("no-such-source"), work.path("kept")], environment: environment)
         XCTAssertEqual(existing.status, 1, existing.stdout)
         XCTAssertEqual(FixtureTree.read(work.path("kept/mine.txt")), Array("the user's".utf8))
         XCTAssertTrue(FileManager.default.fileExists(atPath: work.path("kept/.folio/lock")), "a folder folio did not make is left as it was")
+    }
+
+    /// A run waiting for the lock of a folder whose holder then takes it away (a failed first run) does not keep
+    /// a lock on the unlinked file, which would exclude no one: it takes the new lock file, and mirrors.
+    func testARunWaitingForAFolderThatItsMakerTakesAwayLocksTheNewOne() throws {
+        // An SSH server that never answers: the first run holds the new folder's lock until its handshake times out.
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let listening = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && listen(listener, 4) == 0 && getsockname(listener, $0, &length) == 0 }
+        }
+        XCTAssertTrue(listening)
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+
+        let maker = FolioBinary.start(["mirror", "sftp://127.0.0.1:\(port)/x", work.path("shared"), "--timeout", "3"], environment: environment)
+        let deadline = Date().addingTimeInterval(20)
+        while !FileManager.default.fileExists(atPath: work.path("shared/.folio/lock")), Date() < deadline { usleep(20_000) }
+        let waiter = FolioBinary.run(["mirror", work.path("src"), work.path("shared")], environment: environment)
+        maker.process.waitUntilExit()
+        XCTAssertEqual(maker.process.terminationStatus, 1)
+        XCTAssertEqual(waiter.status, 0, waiter.stderr)
+        XCTAssertTrue(waiter.stderr.contains("waiting"), "it waited for the first run: \(waiter.stderr)")
+        XCTAssertEqual(FixtureTree.read(work.path("shared/a.txt")), Array("a".utf8))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: work.path("shared/.folio/lock")), "the lock it held is the file at that name")
     }
 
     /// A full disk fails the run in one line that says what to do, and leaves no file half-written under its name.
