@@ -51,10 +51,13 @@ public struct RunReport: Sendable {
 
     public init(target: String) { self.target = target }
 
-    /// Files that failed, plus the parts of the source the listing could not read (nothing in them was fetched
-    /// or removed): the `failed` of `target-done` and of `folio status`, so that a run that exits 3 never reads
-    /// as clean there.
-    public var failed: Int { failures.count + issues.filter(\.blocksRemovals).count }
+    /// Files that failed, plus, in a run that went to its end, the parts of the source the listing could not read
+    /// (nothing in them was fetched or removed): the `failed` of `target-done` and of `folio status`, so that a
+    /// run that exits 3 never reads as clean there. (A run that failed as a whole, e.g. on a destination it could
+    /// not read, says so in its error, not as a count.)
+    public var failed: Int {
+        failures.count + (result == .synced || result == .unchanged ? issues.filter(\.blocksRemovals).count : 0)
+    }
 
     /// Whether an `on-change` hook runs after this run: it changed something, or it reached its end and may
     /// deliver what an earlier run kept (`HookBacklog`). Not after a run that could not start or found the folder

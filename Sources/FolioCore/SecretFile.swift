@@ -6,12 +6,8 @@ import Foundation
 /// `LoadCredential=` puts secrets. Trailing newlines are dropped. The secret is never part of an error message.
 public enum SecretFile {
     public static func read(_ path: String, what: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> String {
-        var resolved = path
-        if !path.hasPrefix("/") {
-            guard let directory = environment["CREDENTIALS_DIRECTORY"], !directory.isEmpty else {
-                throw SourceError(.authentication, "\(what) \"\(path)\" is not an absolute path and $CREDENTIALS_DIRECTORY is not set; give the file's absolute path")
-            }
-            resolved = directory + "/" + path
+        guard let resolved = resolvedPath(path, environment: environment) else {
+            throw SourceError(.authentication, "\(what) \"\(path)\" is not an absolute path and $CREDENTIALS_DIRECTORY is not set; give the file's absolute path")
         }
         guard let data = FileManager.default.contents(atPath: resolved) else {
             throw SourceError(.authentication, "cannot read \(what) \(resolved); check that it exists and is readable by this user")
@@ -21,5 +17,13 @@ public enum SecretFile {
         var bytes = Array(data)
         while let last = bytes.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: "\r") { bytes.removeLast() }
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Where `read` looks for `path`: the path itself when absolute, else in `$CREDENTIALS_DIRECTORY`; nil when it
+    /// is relative and that is not set.
+    public static func resolvedPath(_ path: String, environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
+        if path.hasPrefix("/") { return path }
+        guard let directory = environment["CREDENTIALS_DIRECTORY"], !directory.isEmpty else { return nil }
+        return directory + "/" + path
     }
 }

@@ -166,7 +166,7 @@ public struct SyncEngine: Sendable {
                 // Why a refused dry run still lists the plan: what the guard holds back is what the user has to
                 // read before deciding on --force, and a dry run is where they look for it.
                 describe(plan, target: name, report: &report)
-                report.error = "\(tooMany), so a run stops before changing anything; the lines above are what it would do with --force"
+                report.error = "\(tooMany), so a run stops before changing anything; the \"would\" lines are what it would do with --force"
             } else {
                 // Both sides named: a destination that already held other files (the wrong folder, or a first
                 // run into an old copy) trips the guard as surely as a source that lost them.

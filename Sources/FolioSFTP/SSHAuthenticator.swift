@@ -60,10 +60,15 @@ struct SSHAuthenticator {
         // sshd by default): its password prompt gets the password-file.
         let asksByPrompt = !methods.contains("password") && methods.contains("keyboard-interactive")
         if !methods.contains("password"), !asksByPrompt, let passwordFile = endpoint.passwordFile {
-            // Why read a file that cannot be used: when it is also missing or unreadable, that is a second thing to
-            // fix, and the one line names both rather than only the first.
-            let readable = (try? readSecret(passwordFile, what: "password-file")) != nil
-            tried.append("password-file (the server takes no passwords\(readable ? "" : ", and \(passwordFile) cannot be read"))")
+            // Why look at a file that cannot be used: when it is also missing or unreadable, that is a second thing
+            // to fix, and the one line names both rather than only the first. (Looked at, not read: no secret is
+            // loaded that no one will use.)
+            let problem = switch SecretFile.resolvedPath(passwordFile) {
+            case nil: ", and \(passwordFile) is not an absolute path"
+            case let path? where access(path, R_OK) != 0: ", and \(path) cannot be read"
+            default: ""
+            }
+            tried.append("password-file (the server takes no passwords\(problem))")
         }
         var refusedPasswordFile: String?
         if methods.contains("password") || asksByPrompt, let passwordFile = endpoint.passwordFile {

@@ -46,8 +46,9 @@ enum Summary {
         if let first = unread.first, report.result == .synced || report.result == .unchanged {
             // Why a line of its own: the notice above it scrolls by, and "unchanged" alone would read as in step.
             let held = report.withheldRemovals > 0 ? ", and \(CountText.of(report.withheldRemovals, "removal")) held back" : ""
-            let parts = unread.count == 1 ? "1 part" : "\(unread.count) parts"
-            lines.append("\(name): \(parts) of the source could not be listed (first: \(first)); nothing there was copied or removed\(held); make it readable by the user running folio, or exclude it, then run again")
+            let one = unread.count == 1
+            let what = one ? "a part of the source could not be listed (\(first))" : "\(unread.count) parts of the source could not be listed (first: \(first))"
+            lines.append("\(name): \(what); nothing there was copied or removed\(held); fix \(one ? "its" : "their") permissions on the source or exclude \(one ? "it" : "them"); the next run tries again")
         } else if report.withheldRemovals > 0 {
             lines.append("\(name): \(CountText.of(report.withheldRemovals, "removal")) held back because part of the source could not be listed; fix the listing errors above")
         }

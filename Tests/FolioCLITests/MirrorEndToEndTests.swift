@@ -298,7 +298,7 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(try String(contentsOfFile: work.path("dst/a.txt"), encoding: .utf8), "a")
         XCTAssertTrue(FileManager.default.fileExists(atPath: work.path("dst/gone.txt")), "nothing removed on an incomplete listing")
         let target = "mirror:\(work.path("dst"))"
-        XCTAssertTrue(outcome.stdoutLines.contains("\(target): 1 part of the source could not be listed (first: cannot list locked: Permission denied); nothing there was copied or removed, and 1 removal held back; make it readable by the user running folio, or exclude it, then run again"),
+        XCTAssertTrue(outcome.stdoutLines.contains("\(target): a part of the source could not be listed (cannot list locked: Permission denied); nothing there was copied or removed, and 1 removal held back; fix its permissions on the source or exclude it; the next run tries again"),
                       "\(outcome.stdoutLines)")
 
         // The next run has nothing else to do: it still says so, and scripts and status count it as failed.
@@ -651,7 +651,7 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(preview.status, 4)
         XCTAssertEqual(preview.stdout.split(separator: "\n").filter { $0.contains("would remove f") }.sorted(),
                        ["manual-one: would remove f0", "manual-one: would remove f1", "manual-one: would remove f2"])
-        XCTAssertEqual(preview.stderrLines, ["manual-one: refused: would remove 3 of 4 entries in \(work.path("mirror-a")), more than max-delete (50%), so a run stops before changing anything; the lines above are what it would do with --force"])
+        XCTAssertEqual(preview.stderrLines, ["manual-one: refused: would remove 3 of 4 entries in \(work.path("mirror-a")), more than max-delete (50%), so a run stops before changing anything; the \"would\" lines are what it would do with --force"])
         XCTAssertEqual(FixtureTree.listing(work.path("mirror-a")).count, 4)
 
         let named = FolioBinary.run(["sync", "--now", "auto-one", "--json"] + config, environment: environment)
