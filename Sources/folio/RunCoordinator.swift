@@ -17,14 +17,21 @@ struct RunCoordinator {
 
     func run(_ targets: [TargetConfig]) async -> ExitStatus {
         let loading = SourceFactory.preloadLibraries(for: targets)
-        let status = await runTargets(targets)
+        // First, before the state database opens: a Ctrl-C from the start on stops the run.
+        let stopper = SignalStopper(reporter: reporter)
+        defer { stopper.disarm() }
+        // Why a task of its own, cancelled by a stop: as the daemon's stop cancels its runs, a source still
+        // connecting or listing then gives up at once, rather than after its timeout and retries.
+        let work = Task { await runTargets(targets, stopper: stopper) }
+        stopper.whenStopped { work.cancel() }
+        let status = await work.value
         // Why wait: a run that fails at once (no state database, a busy target) would otherwise exit while a
         // library is still loading on another thread, and run the libraries' destructors under it.
         await withCheckedContinuation { continuation in loading.notify(queue: .global()) { continuation.resume() } }
         return status
     }
 
-    private func runTargets(_ targets: [TargetConfig]) async -> ExitStatus {
+    private func runTargets(_ targets: [TargetConfig], stopper: SignalStopper) async -> ExitStatus {
         let directory = stateDirectory
         let database: StateDatabase
         do {
@@ -34,8 +41,6 @@ struct RunCoordinator {
             return .runFailed
         }
         let engine = SyncEngine(state: database, events: reporter)
-        let stopper = SignalStopper(reporter: reporter)
-        defer { stopper.disarm() }
         var reports: [RunReport] = []
         await withTaskGroup(of: RunReport.self) { group in
             var pending = targets[...]
@@ -136,10 +141,10 @@ struct RunCoordinator {
 }
 
 /// Turns the first SIGINT or SIGTERM into a clean stop of every running target (workers stop between chunks,
-/// partial files stay); a second SIGINT exits at once.
+/// partial files stay; a source still connecting or listing gives up); a second SIGINT exits at once (130).
 final class SignalStopper: @unchecked Sendable {
     // Why @unchecked: `sources` are dispatch sources (thread-safe, not marked Sendable on Linux), set once in init.
-    private let running = Locked<(stopped: Bool, runs: [TransferProgress])>((false, []))
+    private let running = Locked<(stopped: Bool, runs: [TransferProgress], actions: [@Sendable () -> Void])>((false, [], []))
     private let sources: [DispatchSourceSignal]
 
     init(reporter: ConsoleReporter) {
@@ -149,13 +154,14 @@ final class SignalStopper: @unchecked Sendable {
             signal(signalNumber, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
             source.setEventHandler {
-                let again = running.withLock { state in
+                let (again, actions) = running.withLock { state in
                     defer { state.stopped = true }
                     for progress in state.runs { progress.cancel() }
-                    return state.stopped
+                    return (state.stopped, state.stopped ? [] : state.actions)
                 }
                 if again && signalNumber == SIGINT { _exit(130) }
-                reporter.note("stopping: finishing the chunks in flight; partial files are kept for the next run")
+                reporter.note("stopping: the files in flight keep their partial files for the next run; Ctrl-C again quits at once")
+                for action in actions { action() }
             }
             source.resume()
             sources.append(source)
@@ -165,6 +171,15 @@ final class SignalStopper: @unchecked Sendable {
 
     /// Whether a signal came.
     var isStopped: Bool { running.withLock { $0.stopped } }
+
+    /// Runs `action` when the first signal comes (at once if it came already).
+    func whenStopped(_ action: @escaping @Sendable () -> Void) {
+        let already = running.withLock { state in
+            if !state.stopped { state.actions.append(action) }
+            return state.stopped
+        }
+        if already { action() }
+    }
 
     /// Adds a run to stop on a signal; false when a signal already came.
     func register(_ progress: TransferProgress) -> Bool {

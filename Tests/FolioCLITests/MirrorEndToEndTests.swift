@@ -326,19 +326,51 @@ final class MirrorEndToEndTests: XCTestCase {
 
     /// A run waiting for the lock of a folder whose holder then takes it away (a failed first run) does not keep
     /// a lock on the unlinked file, which would exclude no one: it takes the new lock file, and mirrors.
-    func testARunWaitingForAFolderThatItsMakerTakesAwayLocksTheNewOne() throws {
-        // An SSH server that never answers: the first run holds the new folder's lock until its handshake times out.
+    /// A port on 127.0.0.1 whose connections are made (by the kernel's backlog) and never answered, as a hung
+    /// server's; closed with `close(listener)`.
+    private func silentPort() throws -> (listener: Int32, port: Int) {
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(listener) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let listening = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && listen(listener, 4) == 0 && getsockname(listener, $0, &length) == 0 }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && listen(listener, 16) == 0 && getsockname(listener, $0, &length) == 0 }
         }
-        XCTAssertTrue(listening)
-        let port = Int(UInt16(bigEndian: address.sin_port))
+        guard listening else {
+            close(listener)
+            throw XCTSkip("cannot listen on 127.0.0.1")
+        }
+        return (listener, Int(UInt16(bigEndian: address.sin_port)))
+    }
+
+    /// Ctrl-C while the source is still being listed (here, an HTTP server that never answers) stops the run at
+    /// once, as "interrupted", rather than after the server's timeout and retries as "failed".
+    func testCtrlCWhileTheSourceIsListedStopsTheRun() throws {
+        let (listener, port) = try silentPort()
+        defer { close(listener) }
+        let running = FolioBinary.start(["mirror", "--json", "--timeout", "60", "http://127.0.0.1:\(port)/x/", work.path("dst")], environment: environment)
+        // Once the listing has begun (its event is out), the stop handler is in place.
+        var seen = Data()
+        let output = running.standardOutputPipe.fileHandleForReading
+        while !String(decoding: seen, as: UTF8.self).contains("\"stage\":\"listing\"") {
+            let chunk = output.availableData
+            if chunk.isEmpty { break }
+            seen.append(chunk)
+        }
+        kill(running.process.processIdentifier, SIGINT)
+        seen.append(output.readDataToEndOfFile())
+        running.process.waitUntilExit()
+        XCTAssertEqual(running.process.terminationStatus, 1)
+        let done = String(decoding: seen, as: UTF8.self).split(separator: "\n").last.map(String.init) ?? ""
+        XCTAssertTrue(done.contains("\"event\":\"target-done\"") && done.contains("\"result\":\"interrupted\""), done)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst")), "nothing left behind")
+    }
+
+    func testARunWaitingForAFolderThatItsMakerTakesAwayLocksTheNewOne() throws {
+        // An SSH server that never answers: the first run holds the new folder's lock until its handshake times out.
+        let (listener, port) = try silentPort()
+        defer { close(listener) }
         FixtureTree.write(work.path("src"), "a.txt", "a")
 
         let maker = FolioBinary.start(["mirror", "sftp://127.0.0.1:\(port)/x", work.path("shared"), "--timeout", "3"], environment: environment)
