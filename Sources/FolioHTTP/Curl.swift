@@ -59,6 +59,11 @@ final class CurlEasy {
                 .map { Int32($0.rawValue) }.contains(code)
         }
         var isCancellation: Bool { code == Int32(CURLE_ABORTED_BY_CALLBACK.rawValue) }
+        /// Nothing (or next to nothing) came for the whole timeout, connecting or waiting for the answer.
+        var isTimeout: Bool { code == Int32(CURLE_OPERATION_TIMEDOUT.rawValue) }
+        /// What answered was not HTTP: a port that serves another protocol (an SSH banner, say), which libcurl reads
+        /// as HTTP/0.9 and refuses.
+        var isNotHTTP: Bool { code == Int32(CURLE_UNSUPPORTED_PROTOCOL.rawValue) && text.contains("HTTP/0.9") }
     }
 
     fileprivate let handle: UnsafeMutableRawPointer

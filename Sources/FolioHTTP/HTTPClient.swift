@@ -74,11 +74,13 @@ final class HTTPClient: Sendable {
             } catch let failure as CurlEasy.Failure {
                 if failure.isCancellation || cancelled() { throw cancelledError(request.url) }
                 attempt += 1
-                if failure.isTransient, attempt < Self.maxAttempts {
+                // Why a silent server gets one more try, not three: each try waits the whole timeout, so four took
+                // 2.5 minutes at the default 30 s, and a server that answered nothing twice is down, not busy.
+                if failure.isTransient, attempt < (failure.isTimeout ? 2 : Self.maxAttempts) {
                     Thread.sleep(forTimeInterval: Self.backoff(attempt: attempt))
                     continue
                 }
-                throw transportError(failure, url: request.url)
+                throw transportError(failure, url: request.url, attempts: attempt)
             } catch is BodyTooLarge {
                 throw SourceError(.protocolViolation, "\(request.method) \(request.url) answered more than \(Self.describe(bytes: request.bodyLimit)), the most Folio reads of that answer; refused")
             }
@@ -141,13 +143,21 @@ final class HTTPClient: Sendable {
         }
     }
 
-    private func transportError(_ failure: CurlEasy.Failure, url: String) -> SourceError {
+    private func transportError(_ failure: CurlEasy.Failure, url: String, attempts: Int) -> SourceError {
         if failure.isCertificateProblem {
             return SourceError(.authentication, "the TLS certificate of \(url) is not trusted: \(failure); add its CA with ca-file", underlying: failure.description)
         }
         if failure.isPlainHTTPPort {
             return SourceError(.unreachable, "\(url) does not speak TLS on that port (\(failure)); if the server serves plain HTTP there, write http://",
                                underlying: failure.description, isRetryable: false)
+        }
+        if failure.isNotHTTP {
+            return SourceError(.unreachable, "\(url) does not answer in HTTP on that port (\(failure)); check the URL's port: it may be another service's, such as SSH's",
+                               underlying: failure.description, isRetryable: false)
+        }
+        if failure.isTimeout {
+            return SourceError(.unreachable, "no answer from \(url) within \(settings.stallTimeout) s (\(attempts == 1 ? "1 try" : "\(attempts) tries")): \(failure); check that the server is up and the URL is right, or raise timeout",
+                               underlying: failure.description)
         }
         if failure.isTransient {
             return SourceError(.unreachable, "cannot reach \(url): \(failure); check that the server is up and the URL is right", underlying: failure.description)

@@ -182,7 +182,11 @@ final class HTTPFaultTests: XCTestCase {
         XCTAssertThrowsError(try SourceConformance.download(entry, with: connection, into: scratch.path("part"), from: 0)) { error in
             XCTAssertEqual((error as? SourceError)?.code, .unreachable)
             XCTAssertEqual((error as? SourceError)?.underlying?.hasPrefix("curl 28 "), true, "\(error)")
+            XCTAssertTrue((error as? SourceError)?.message.hasPrefix("no answer from \(stub.url("trickle"))") == true, "\(error)")
+            XCTAssertTrue((error as? SourceError)?.message.contains(" within 1 s (2 tries): curl 28 (") == true, "\(error)")
         }
+        // Each try waits the whole timeout: a server that sent nothing twice gets no third.
+        XCTAssertEqual(stub.requests.filter { $0["method"] as? String == "GET" }.count, 2)
     }
 
     func testDroppedConnectionResumesWithRangeAndIfRange() async throws {

@@ -61,6 +61,39 @@ final class HTTPSourceSettingsTests: XCTestCase {
         }
     }
 
+    /// An http:// URL for a port that serves another protocol (here, what an SSH server says first) says that the
+    /// port does not answer in HTTP, at once, rather than libcurl's "Received HTTP/0.9 when not allowed".
+    func testHTTPToAnSSHPortSaysItIsNotHTTP() async throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let listening = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && listen(listener, 16) == 0 && getsockname(listener, $0, &length) == 0 }
+        }
+        XCTAssertTrue(listening)
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        // Every connection gets an SSH banner and is closed, as sshd does with a client that speaks HTTP.
+        Thread.detachNewThread {
+            while true {
+                let client = accept(listener, nil, nil)
+                guard client >= 0 else { return }
+                _ = "SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n".withCString { write(client, $0, strlen($0)) }
+                close(client)
+            }
+        }
+        let url = "http://127.0.0.1:\(port)/files/"
+        if let error = try await listingError(url, timeout: 5) {
+            XCTAssertEqual(error.code, .unreachable)
+            XCTAssertFalse(error.isRetryable)
+            XCTAssertTrue(error.message.hasPrefix("\(url) does not answer in HTTP on that port (curl 1 ("), error.message)
+            XCTAssertTrue(error.message.hasSuffix("); check the URL's port: it may be another service's, such as SSH's"), error.message)
+        }
+        shutdown(listener, Int32(SHUT_RDWR))
+    }
+
     /// An https:// URL for a port that serves plain HTTP says so, with the fix, at once (no retries), rather than
     /// "cannot reach … check that the server is up".
     func testHTTPSToAPlainHTTPPortSaysItDoesNotSpeakTLS() async throws {
