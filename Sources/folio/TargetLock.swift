@@ -17,7 +17,7 @@ final class TargetLock: Sendable {
     private let fd: Int32
     private let destination: String
     /// Whether taking the lock made the destination (it did not exist): see `removeDestinationIfUnused`.
-    let madeDestination: Bool
+    private let madeDestination: Bool
 
     enum Failure: Error {
         case busy(String)
