@@ -326,28 +326,10 @@ final class MirrorEndToEndTests: XCTestCase {
 
     /// A run waiting for the lock of a folder whose holder then takes it away (a failed first run) does not keep
     /// a lock on the unlinked file, which would exclude no one: it takes the new lock file, and mirrors.
-    /// A port on 127.0.0.1 whose connections are made (by the kernel's backlog) and never answered, as a hung
-    /// server's; closed with `close(listener)`.
-    private func silentPort() throws -> (listener: Int32, port: Int) {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let listening = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && listen(listener, 16) == 0 && getsockname(listener, $0, &length) == 0 }
-        }
-        guard listening else {
-            close(listener)
-            throw XCTSkip("cannot listen on 127.0.0.1")
-        }
-        return (listener, Int(UInt16(bigEndian: address.sin_port)))
-    }
-
     /// Ctrl-C while the source is still being listed (here, an HTTP server that never answers) stops the run at
     /// once, as "interrupted", rather than after the server's timeout and retries as "failed".
     func testCtrlCWhileTheSourceIsListedStopsTheRun() throws {
-        let (listener, port) = try silentPort()
+        let (listener, port) = try LoopbackServer.listeningSocket()
         defer { close(listener) }
         let running = FolioBinary.start(["mirror", "--json", "--timeout", "60", "http://127.0.0.1:\(port)/x/", work.path("dst")], environment: environment)
         // Once the listing has begun (its event is out), the stop handler is in place.
@@ -369,7 +351,7 @@ final class MirrorEndToEndTests: XCTestCase {
 
     func testARunWaitingForAFolderThatItsMakerTakesAwayLocksTheNewOne() throws {
         // An SSH server that never answers: the first run holds the new folder's lock until its handshake times out.
-        let (listener, port) = try silentPort()
+        let (listener, port) = try LoopbackServer.listeningSocket()
         defer { close(listener) }
         FixtureTree.write(work.path("src"), "a.txt", "a")
 

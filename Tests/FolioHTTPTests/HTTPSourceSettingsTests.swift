@@ -64,17 +64,8 @@ final class HTTPSourceSettingsTests: XCTestCase {
     /// An http:// URL for a port that serves another protocol (here, what an SSH server says first) says that the
     /// port does not answer in HTTP, at once, rather than libcurl's "Received HTTP/0.9 when not allowed".
     func testHTTPToAnSSHPortSaysItIsNotHTTP() async throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (listener, port) = try LoopbackServer.listeningSocket()
         defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let listening = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && listen(listener, 16) == 0 && getsockname(listener, $0, &length) == 0 }
-        }
-        XCTAssertTrue(listening)
-        let port = Int(UInt16(bigEndian: address.sin_port))
         // Every connection gets an SSH banner and is closed, as sshd does with a client that speaks HTTP.
         Thread.detachNewThread {
             while true {

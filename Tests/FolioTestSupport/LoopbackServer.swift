@@ -11,9 +11,20 @@ public enum LoopbackServer {
 
     /// A TCP port on 127.0.0.1 that nothing listens on right now.
     public static func freePort() throws -> Int {
+        let (fd, port) = try boundSocket(listening: false)
+        close(fd)
+        return port
+    }
+
+    /// A socket listening on a free port of 127.0.0.1 that nothing accepts from: the kernel's backlog completes
+    /// connections, and they get no answer, as from a hung server. The caller closes `fd` (or accepts on it).
+    public static func listeningSocket() throws -> (fd: Int32, port: Int) {
+        try boundSocket(listening: true)
+    }
+
+    private static func boundSocket(listening: Bool) throws -> (fd: Int32, port: Int) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure("socket: errno \(errno)") }
-        defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -21,12 +32,16 @@ public enum LoopbackServer {
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int32 in
-                guard bind(fd, pointer, length) == 0 else { return -1 }
+                guard bind(fd, pointer, length) == 0, !listening || listen(fd, 16) == 0 else { return -1 }
                 return getsockname(fd, pointer, &length)
             }
         }
-        guard bound == 0 else { throw Failure("bind: errno \(errno)") }
-        return Int(UInt16(bigEndian: address.sin_port))
+        guard bound == 0 else {
+            let code = errno
+            close(fd)
+            throw Failure("bind or listen: errno \(code)")
+        }
+        return (fd, Int(UInt16(bigEndian: address.sin_port)))
     }
 
     /// Whether something accepts connections on 127.0.0.1:port.
