@@ -215,7 +215,7 @@ final class ConsoleReporter: SyncEventSink, @unchecked Sendable {
                 "event": "target-done", "target": report.target, "result": report.result.rawValue,
                 "downloaded": report.downloaded, "updated": report.updated, "removed": report.removed, "trashed": report.trashed,
                 "created_dirs": report.createdFolders, "bytes": report.bytes, "failed": report.failed,
-                "seconds": (report.seconds * 1000).rounded() / 1000,
+                "seconds": JSONLine.seconds(report.seconds),
             ]
             if let error = report.error { object["error"] = error }
             if report.dryRun { object["dry_run"] = true }

@@ -28,6 +28,9 @@ enum JSONLine {
         "{\"event\":\"file-done\",\"bytes\":\(bytes),\"path\":\(quote(path)),\"target\":\(quote(target))}\n"
     }
 
+    /// A duration as every JSON line gives it: seconds, rounded to the millisecond (docs/json-events.md).
+    static func seconds(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
+
     static func quote(_ text: String) -> String {
         if !text.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
             return "\"" + text + "\""

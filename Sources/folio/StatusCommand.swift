@@ -54,7 +54,7 @@ struct StatusCommand: ParsableCommand {
                 if let run {
                     object["result"] = run.result
                     object["started_at"] = ISO8601DateFormatter().string(from: run.startedAt)
-                    if let ended = run.endedAt { object["ended_at"] = ISO8601DateFormatter().string(from: ended); object["seconds"] = (ended.timeIntervalSince(run.startedAt) * 1000).rounded() / 1000 }
+                    if let ended = run.endedAt { object["ended_at"] = ISO8601DateFormatter().string(from: ended); object["seconds"] = JSONLine.seconds(ended.timeIntervalSince(run.startedAt)) }
                     object["downloaded"] = run.downloaded
                     object["updated"] = run.updated
                     object["removed"] = run.removed
