@@ -22,6 +22,10 @@ public protocol Source: Sendable {
     /// source closes on its own, at the last release, could run on any thread, even while the process exits
     /// and its C libraries tear down under it. The source stays usable; a later run opens what it needs.
     func finishRun() async
+    /// The run is being stopped (Ctrl-C, SIGTERM): ends at once what would otherwise wait on the server (a
+    /// connection being opened, a listing), which then throws `.cancelled`, rather than after the timeout.
+    /// Downloads still stop between chunks. Called from any thread; the source is not used for another run after.
+    func interrupt()
     /// The quickest request-and-answer turn the source has seen so far, its listing included; nil for a source
     /// without a link (a local folder). With `transfers` unset, a far link gets more download workers; and a
     /// near one spreads parallel batches over every worker (see `SourceFeatures.parallelBatches`).
@@ -30,6 +34,7 @@ public protocol Source: Sendable {
 
 extension Source {
     public func finishRun() async {}
+    public func interrupt() {}
     public var roundTrip: Duration? { nil }
 }
 

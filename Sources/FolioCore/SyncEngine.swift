@@ -57,6 +57,7 @@ public struct SyncEngine: Sendable {
                 try await sync(target, source: source, options: options, progress: progress, report: &report, memo: &memo)
             } onCancel: {
                 progress.cancel()
+                source.interrupt()
             }
         } catch let error as SourceError {
             report.result = error.code == .cancelled ? .interrupted : .failed

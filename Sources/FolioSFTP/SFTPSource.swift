@@ -64,6 +64,10 @@ public struct SFTPSource: Source {
         try await SFTPLister(endpoint: endpoint, options: options, method: listingMethod, idle: idle, tarBatch: tarBatch).snapshot()
     }
 
+    /// Shuts down the sockets of the sessions logging in or listing, so that a stop does not wait out `timeout`
+    /// for a server that does not answer; downloads stop between chunks.
+    public func interrupt() { endpoint.interrupter.interrupt() }
+
     /// The quickest turn of any session to this server: starting a command (half of its two round trips),
     /// resolving a path or opening a file.
     public var roundTrip: Duration? { endpoint.roundTrips.fastest }

@@ -29,48 +29,69 @@ final class SSHSession {
         self.socket = socket
     }
 
-    /// Connects, checks the host key against known_hosts and authenticates. Blocks.
+    /// Connects, checks the host key against known_hosts and authenticates. Blocks; a stop of the run (see
+    /// `SocketInterrupter`) ends it at once, with a `.cancelled` error.
     static func open(_ endpoint: SFTPEndpoint) throws(SourceError) -> SSHSession {
-        try HandshakeGate.withSlot { () throws(SourceError) -> SSHSession in
-            let knownHosts = HostKeyTrust.knownHostsLines(endpoint.knownHostsPath)
-            let (session, socket) = try handshake(host: endpoint.host, port: endpoint.port, timeoutSeconds: endpoint.timeoutSeconds,
-                                                  knownHosts: knownHosts, display: endpoint.url())
-            do throws(SourceError) {
-                try verifyHostKey(session, endpoint, knownHosts: knownHosts)
-                try SSHAuthenticator(session: session, endpoint: endpoint).authenticate()
-                LibSSH2.keepaliveOnceAfterLogin(session)
-                return SSHSession(endpoint: endpoint, session: session, socket: socket)
-            } catch {
-                LibSSH2.end(session, socket: socket)
-                throw error
+        let interrupter = endpoint.interrupter
+        do {
+            return try HandshakeGate.withSlot { () throws(SourceError) -> SSHSession in
+                let knownHosts = HostKeyTrust.knownHostsLines(endpoint.knownHostsPath)
+                let (session, socket) = try handshake(host: endpoint.host, port: endpoint.port, timeoutSeconds: endpoint.timeoutSeconds,
+                                                      knownHosts: knownHosts, display: endpoint.url(), interrupter: interrupter)
+                do throws(SourceError) {
+                    try verifyHostKey(session, endpoint, knownHosts: knownHosts)
+                    try SSHAuthenticator(session: session, endpoint: endpoint).authenticate()
+                    LibSSH2.keepaliveOnceAfterLogin(session)
+                    // Logged in: from here the session is watched only while the listing uses it (`interruptibly`).
+                    interrupter.unwatch(socket)
+                    return SSHSession(endpoint: endpoint, session: session, socket: socket)
+                } catch {
+                    interrupter.unwatch(socket)
+                    LibSSH2.end(session, socket: socket)
+                    throw error
+                }
             }
+        } catch {
+            throw interrupter.stopOr(error, doing: "logging in to \(endpoint.hostURL)")
         }
     }
 
     /// TCP connect and SSH key exchange, asking first for a host key of a type the `knownHosts` lines list for this
-    /// host and port; the caller owns (and must free) the returned session and socket.
-    static func handshake(host: String, port: Int, timeoutSeconds: Int, knownHosts: [String], display: String) throws(SourceError) -> (OpaquePointer, Int32) {
+    /// host and port; the caller owns (and must free) the returned session and socket. With an `interrupter`, the
+    /// socket is watched from before it connects, and the caller unwatches it before closing it.
+    static func handshake(host: String, port: Int, timeoutSeconds: Int, knownHosts: [String], display: String,
+                          interrupter: SocketInterrupter? = nil) throws(SourceError) -> (OpaquePointer, Int32) {
         try LibSSH2.initialize()
-        let socket = try TCPSocket.connect(host: host, port: port, timeoutSeconds: timeoutSeconds, display: display)
+        let socket = try TCPSocket.connect(host: host, port: port, timeoutSeconds: timeoutSeconds, display: display, interrupter: interrupter)
+        // Why unwatch first: a socket closed while still watched could be shut down after its number was reused.
+        func closeSocket() {
+            interrupter?.unwatch(socket)
+            Glibc.close(socket)
+        }
         let session: OpaquePointer
         do {
             session = try LibSSH2.makeSession(timeoutMilliseconds: timeoutSeconds * 1000)
         } catch {
-            Glibc.close(socket)
+            closeSocket()
             throw SourceError(.localIO, "cannot create an SSH session for \(display)", underlying: error.description)
         }
         do {
             try LibSSH2.preferKnownHostKeyTypes(session, lines: knownHosts, names: HostKeyTrust.knownHostsNames(host: host, port: port))
         } catch {
             LibSSH2.free(session)
-            Glibc.close(socket)
+            closeSocket()
             throw SourceError(.localIO, "cannot choose the host key types to ask \(display) for", underlying: error.description)
         }
         do {
             try LibSSH2.handshake(session, socket: socket)
         } catch {
             let bannerCame = LibSSH2.serverBanner(session) != nil
+            interrupter?.unwatch(socket)
             LibSSH2.end(session, socket: socket)
+            // A stop cut it: no second connection to ask the server why.
+            if let interrupter, interrupter.isInterrupted {
+                throw SourceError(.cancelled, "stopped during the SSH handshake with \(display)", isRetryable: true)
+            }
             if error.isKeyExchangeFailure {
                 throw keyExchangeFailure(error, host: host, port: port, timeoutSeconds: timeoutSeconds, display: display)
             }
@@ -183,6 +204,21 @@ final class SSHSession {
         } catch where error.isTimeout {
             _ = try pipe()
             return try LibSSH2.sftpInit(session, socket: socket)
+        }
+    }
+
+    /// Runs `body` (the listing's work) with the session's socket watched by the endpoint's interrupter: a stop of
+    /// the run shuts the socket down, and whatever `body` throws then is the stop's `.cancelled` error.
+    func interruptibly<T>(_ body: () throws -> T) throws -> T {
+        let interrupter = endpoint.interrupter
+        guard interrupter.watch(socket) else { throw SourceError(.cancelled, "stopped while listing \(endpoint.url())", isRetryable: true) }
+        // Why unwatched on the way out, before anyone can close the session: see `SocketInterrupter.interrupt`.
+        defer { interrupter.unwatch(socket) }
+        do {
+            return try body()
+        } catch {
+            if interrupter.isInterrupted { throw SourceError(.cancelled, "stopped while listing \(endpoint.url())", isRetryable: true) }
+            throw error
         }
     }
 

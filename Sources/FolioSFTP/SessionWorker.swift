@@ -3,7 +3,8 @@ import FolioCore
 
 /// One SSH session bound to its own serial queue; async code reaches the session only through `run`.
 ///
-/// The session opens lazily on the first `run`, on the queue, so handshakes never block the cooperative pool.
+/// The session opens lazily on the first `run`, on the queue, so handshakes never block the cooperative pool. A
+/// stop of the run cuts the session's log-in and work short (see `SocketInterrupter`).
 final class SessionWorker: @unchecked Sendable {
     // Why @unchecked Sendable: `session` is read and written only inside blocks on `queue`, which is serial, so
     // the libssh2 handles it owns are touched by one thread at a time.
@@ -23,7 +24,7 @@ final class SessionWorker: @unchecked Sendable {
                 do {
                     let session = try self.session ?? SSHSession.open(self.endpoint)
                     self.session = session
-                    continuation.resume(returning: try body(session))
+                    continuation.resume(returning: try session.interruptibly { try body(session) })
                 } catch {
                     continuation.resume(throwing: error)
                 }

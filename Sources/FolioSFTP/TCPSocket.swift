@@ -3,8 +3,9 @@ import Glibc
 
 /// Opens the TCP connection a session runs over, with a connect timeout (libssh2 only takes a ready socket).
 enum TCPSocket {
-    /// Tries each address the host resolves to; returns a blocking socket.
-    static func connect(host: String, port: Int, timeoutSeconds: Int, display: String) throws(SourceError) -> Int32 {
+    /// Tries each address the host resolves to; returns a blocking socket, watched by `interrupter` (if any) from
+    /// before it connects: the caller unwatches it before closing it.
+    static func connect(host: String, port: Int, timeoutSeconds: Int, display: String, interrupter: SocketInterrupter? = nil) throws(SourceError) -> Int32 {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -21,8 +22,15 @@ enum TCPSocket {
             address = current.pointee.ai_next
             let fd = socket(current.pointee.ai_family, current.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue), current.pointee.ai_protocol)
             guard fd >= 0 else { lastErrno = errno; continue }
+            // Why watched while connecting: a stop shuts the socket down, which ends the wait for a host that
+            // drops the connection attempt, rather than after the connect timeout.
+            if let interrupter, !interrupter.watch(fd) {
+                Glibc.close(fd)
+                throw SourceError(.cancelled, "stopped before connecting to \(display)", isRetryable: true)
+            }
             if let error = connect(fd, current.pointee.ai_addr, current.pointee.ai_addrlen, timeoutSeconds: timeoutSeconds) {
                 lastErrno = error
+                interrupter?.unwatch(fd)
                 Glibc.close(fd)
                 continue
             }

@@ -349,6 +349,30 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst")), "nothing left behind")
     }
 
+    /// Ctrl-C while an SSH server holds the log-in (it takes the connection and never answers) stops the run at
+    /// once: the handshake's socket is shut down, and the run ends "interrupted", not "failed" after `--timeout`.
+    func testCtrlCWhileAnSSHServerHoldsTheLogInStopsTheRun() throws {
+        let (listener, port) = try LoopbackServer.listeningSocket()
+        defer { close(listener) }
+        let running = FolioBinary.start(["mirror", "--json", "--timeout", "60", "sftp://127.0.0.1:\(port)/x", work.path("dst")], environment: environment)
+        var seen = Data()
+        let output = running.standardOutputPipe.fileHandleForReading
+        while !String(decoding: seen, as: UTF8.self).contains("\"stage\":\"listing\"") {
+            let chunk = output.availableData
+            if chunk.isEmpty { break }
+            seen.append(chunk)
+        }
+        // The listing's first session is connecting by now, or soon: the stop must cut it either way.
+        usleep(300_000)
+        kill(running.process.processIdentifier, SIGINT)
+        seen.append(output.readDataToEndOfFile())
+        running.process.waitUntilExit()
+        XCTAssertEqual(running.process.terminationStatus, 1)
+        let done = String(decoding: seen, as: UTF8.self).split(separator: "\n").last.map(String.init) ?? ""
+        XCTAssertTrue(done.contains("\"event\":\"target-done\"") && done.contains("\"result\":\"interrupted\""), done)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst")), "nothing left behind")
+    }
+
     func testARunWaitingForAFolderThatItsMakerTakesAwayLocksTheNewOne() throws {
         // An SSH server that never answers: the first run holds the new folder's lock until its handshake times out.
         let (listener, port) = try LoopbackServer.listeningSocket()

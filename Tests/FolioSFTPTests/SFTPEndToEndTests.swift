@@ -216,6 +216,30 @@ final class SFTPEndToEndTests: XCTestCase {
         }
     }
 
+    /// Ctrl-C while the server is silent in the middle of the listing (its `find` never writes, as a NAS whose
+    /// disks do not spin up) stops the run at once: the listing's socket is shut down, and the run ends
+    /// "interrupted", where it used to wait out `--timeout` and fail. Without an SFTP subsystem there is no other
+    /// listing path to fall back on.
+    func testCtrlCDuringASilentListingStopsTheRun() throws {
+        let tools = TemporaryDirectory("tools-silent-find")
+        let started = tools.path("find-started")
+        FixtureTree.write(tools.path, "find", "#!/bin/sh\ntouch '\(started)'\nexec sleep 25\n")
+        XCTAssertEqual(chmod(tools.path("find"), 0o755), 0)
+        let server = try SSHServer(sftpSubsystem: false, commandPath: "\(tools.path):/usr/bin:/bin")
+        FixtureTree.write(work.path("src"), "a.txt", "alpha\n")
+        let running = FolioBinary.start(mirror(server, work.path("src"), extra: ["--timeout", "20"]), environment: environment)
+        let deadline = Date().addingTimeInterval(15)
+        while !FileManager.default.fileExists(atPath: started), Date() < deadline { usleep(20_000) }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: started), "the listing reached find")
+        kill(running.process.processIdentifier, SIGINT)
+        let output = String(decoding: running.standardOutputPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        running.process.waitUntilExit()
+        XCTAssertEqual(running.process.terminationStatus, 1)
+        let done = output.split(separator: "\n").last.map(String.init) ?? ""
+        XCTAssertTrue(done.contains("\"event\":\"target-done\"") && done.contains("\"result\":\"interrupted\""), done)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst")), "nothing left behind")
+    }
+
     /// A subsystem slower to answer than the first wait (here it sleeps 4 s, past the 3 s Folio first gives
     /// libssh2) is not taken for one that ended: Folio's own channel finds it answering, libssh2 goes on waiting
     /// for its answer, and the large file comes over it, exact.
