@@ -77,6 +77,31 @@ public struct ListingIssue: Sendable, Hashable, CustomStringConvertible {
         return false
     }
 
+    /// The most entries skipped for one reason that are each given their own notice line.
+    static let skippedListedAlone = 3
+
+    /// The lines to show for `issues`, in their order: one per issue, except that entries skipped for one reason
+    /// (every symbolic link under `symlinks = "skip"`, say) share one line once there are more than
+    /// `skippedListedAlone`, naming the first few. Why: the same skips recur every run, and a tree with hundreds of
+    /// links would otherwise print hundreds of lines each time, to a terminal or the daemon's log.
+    public static func notices(_ issues: [ListingIssue]) -> [String] {
+        var skippedFor: [String: [String]] = [:]
+        for issue in issues { if case .skipped(let why) = issue.kind { skippedFor[why, default: []].append(issue.path) } }
+        var lines: [String] = []
+        var folded: Set<String> = []
+        for issue in issues {
+            guard case .skipped(let why) = issue.kind, let paths = skippedFor[why], paths.count > skippedListedAlone else {
+                lines.append(issue.description)
+                continue
+            }
+            // The group's line goes where its first entry was; the others add nothing.
+            guard folded.insert(why).inserted else { continue }
+            let named = paths.prefix(skippedListedAlone).joined(separator: ", ")
+            lines.append("skipped \(named) and \(paths.count - skippedListedAlone) more: \(why)")
+        }
+        return lines
+    }
+
     public var description: String {
         switch kind {
         case .unreadable(let why): "cannot list \(path): \(why)"

@@ -123,7 +123,7 @@ public struct SyncEngine: Sendable {
         memo = snapshot.memo
 
         report.issues = snapshot.issues + local.issues.filter(\.blocksRemovals)
-        for issue in report.issues { events.emit(.notice(target: name, message: issue.description)) }
+        for line in ListingIssue.notices(report.issues) { events.emit(.notice(target: name, message: line)) }
         if !local.issues.filter(\.blocksRemovals).isEmpty {
             throw SourceError(.localIO, "cannot read all of the destination \(target.destination): \(local.issues.first { $0.blocksRemovals }!); fix its permissions")
         }
@@ -151,7 +151,7 @@ public struct SyncEngine: Sendable {
                                       localPrecision: localPrecision)
         report.withheldRemovals = plan.withheldRemovals
         report.issues += plan.skipped
-        for issue in plan.skipped { events.emit(.notice(target: name, message: issue.description)) }
+        for line in ListingIssue.notices(plan.skipped) { events.emit(.notice(target: name, message: line)) }
         if plan.withheldRemovals > 0 {
             events.emit(.notice(target: name, message: "the listing was incomplete, so nothing was removed (\(plan.withheldRemovals) removals held back until a complete listing)"))
         }

@@ -46,6 +46,31 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertTrue(again.stdoutLines.last?.hasPrefix("mirror:\(work.path("dst")): unchanged, checked in ") == true, again.stdout)
     }
 
+    /// Entries skipped for one reason share one line once there are more than three (a library with hundreds of
+    /// links printed hundreds of lines every run); three or fewer keep a line each, as does every other reason.
+    func testManySkippedLinksShareOneLine() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        FixtureTree.makeFolder(work.path("src"), "sub")
+        for name in ["l1", "l2", "l3", "sub/l4", "sub/l5"] {
+            XCTAssertEqual(symlink("a.txt", work.path("src/" + name)), 0, name)
+        }
+        for name in ["p1", "p2"] { XCTAssertEqual(mkfifo(work.path("src/" + name), 0o644), 0, name) }
+        let target = "mirror:\(work.path("dst"))"
+        let first = FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment)
+        XCTAssertEqual(first.status, 0, first.stderr)
+        XCTAssertEqual(Array(first.stdoutLines.dropLast()), [
+            "\(target): skipped l1, l2, l3 and 2 more: symbolic link (symlinks = \"skip\")",
+            "\(target): skipped p1: not a regular file, folder or link (FIFO, socket or device)",
+            "\(target): skipped p2: not a regular file, folder or link (FIFO, socket or device)",
+        ], first.stdout)
+        XCTAssertEqual(FixtureTree.listing(work.path("dst")), ["a.txt", "sub/"])
+        XCTAssertEqual(unlink(work.path("src/sub/l5")), 0)
+        XCTAssertEqual(unlink(work.path("src/sub/l4")), 0)
+        let again = FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment)
+        XCTAssertEqual(Array(again.stdoutLines.prefix(3)), ["l1", "l2", "l3"].map { "\(target): skipped \($0): symbolic link (symlinks = \"skip\")" },
+                       again.stdout)
+    }
+
     func testAPlantedSymlinkIsNeverWrittenThrough() throws {
         FixtureTree.write(work.path("src"), "sub/a.txt", "from the source")
         FixtureTree.write(work.path("src"), "file.txt", "source file")
