@@ -4,7 +4,7 @@ import Foundation
 ///
 /// A target runs `interval` after the end of its last run, plus a small random jitter so that many targets (or
 /// many machines started together) do not hit one server at the same moment. A failed run is retried sooner,
-/// with exponential backoff that never waits longer than `interval`. Targets on the same host run one at a time,
+/// with exponential backoff (and a tenth of each wait as jitter) that never waits longer than `interval`. Targets on the same host run one at a time,
 /// so together they never open more connections to it than one target's download workers.
 public enum RunSchedule {
     /// The first retry after a failure waits this long; each further failure doubles it (up to `interval`).
@@ -18,11 +18,14 @@ public enum RunSchedule {
     /// Seconds to wait after a run ended. `consecutiveFailures` counts the failed runs in a row (0 after a good
     /// run); `random` is a number in 0..<1 that picks the jitter.
     public static func delay(interval: Int, consecutiveFailures: Int, random: Double) -> Double {
-        let jitter = jitterLimit(interval: interval) * min(max(random, 0), 1)
-        guard consecutiveFailures > 0 else { return Double(interval) + jitter }
+        let share = min(max(random, 0), 1)
+        guard consecutiveFailures > 0 else { return Double(interval) + jitterLimit(interval: interval) * share }
         // Why clamp the exponent: 2^n overflows to infinity long before a year of failures, and min() would
         // still give `interval`, but a bounded exponent keeps the arithmetic obviously finite.
         let doubled = firstRetrySeconds * pow(2, Double(min(consecutiveFailures - 1, 30)))
+        // Why a retry's jitter is a tenth of its own wait, not of the interval: the first retry of an hourly
+        // target would otherwise wait anywhere from 10 s to 5 min 10 s.
+        let jitter = min(jitterLimit(interval: interval), doubled / 10) * share
         // A retry never waits longer than `interval`, jitter included.
         return min(doubled + jitter, Double(interval))
     }

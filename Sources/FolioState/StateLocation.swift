@@ -1,7 +1,8 @@
 import Foundation
 
-/// Where the state database lives: `FOLIO_STATE_DIR`, else the config's `state-dir`, else `/var/lib/folio` for
-/// root (systemd's `StateDirectory=`), else `$XDG_STATE_HOME/folio` (default `~/.local/state/folio`).
+/// Where the state database lives: `FOLIO_STATE_DIR`, else the config's `state-dir`, else `$STATE_DIRECTORY` (set
+/// by systemd's `StateDirectory=`), else `/var/lib/folio` for root, else `$XDG_STATE_HOME/folio` (default
+/// `~/.local/state/folio`).
 public enum StateLocation {
     public static func directory(configured: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let override = environment["FOLIO_STATE_DIR"], !override.isEmpty { return override }

@@ -12,7 +12,8 @@ struct Folio: AsyncParsableCommand {
         abstract: "Keep local copies of folder trees in step with their source, one way.",
         discussion: """
             Exit codes: 0 every target in step; 1 a target's run failed (destination left consistent); 2 usage or \
-            configuration error; 3 finished, but some files failed (retried next run); 4 refused by a safety guard.
+            configuration error; 3 finished, but some files failed (retried next run); 4 refused by a safety guard; \
+            130 a second Ctrl-C quit at once.
             """,
         version: "folio \(version)",
         subcommands: [SyncCommand.self, MirrorCommand.self, StatusCommand.self, TrustCommand.self, DaemonCommand.self]

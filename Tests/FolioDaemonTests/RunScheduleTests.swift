@@ -23,7 +23,15 @@ final class RunScheduleTests: XCTestCase {
     /// The jitter counts toward the cap too: with a 20 s interval a retry once waited 21 s.
     func testARetryWithJitterStillWaitsNoLongerThanTheInterval() {
         XCTAssertEqual(RunSchedule.delay(interval: 20, consecutiveFailures: 2, random: 1), 20)
-        XCTAssertEqual(RunSchedule.delay(interval: 600, consecutiveFailures: 1, random: 1), 70)
+        XCTAssertEqual(RunSchedule.delay(interval: 600, consecutiveFailures: 1, random: 1), 11)
+    }
+
+    /// A retry's jitter is a tenth of its own wait: the first retry of an hourly target waited anywhere from 10 s
+    /// to 5 min 10 s (a tenth of the interval, capped at five minutes), where the docs promise 10 s.
+    func testARetrysJitterIsATenthOfItsOwnWait() {
+        XCTAssertEqual(RunSchedule.delay(interval: 3_600, consecutiveFailures: 1, random: 1), 11)
+        XCTAssertEqual(RunSchedule.delay(interval: 3_600, consecutiveFailures: 3, random: 0.5), 42)
+        XCTAssertEqual(RunSchedule.delay(interval: 86_400, consecutiveFailures: 12, random: 1), 20_480 + 300, "never more than five minutes")
     }
 
     /// A clock set back a day left a target due "tomorrow" for a day; now it is held at one interval.
