@@ -55,7 +55,8 @@ public enum HostKeyTrust {
         return (key.info, standing)
     }
 
-    /// Appends the key's line to a known_hosts file, creating the file (0600) and its folder (0700) if needed.
+    /// Appends the key's line to a known_hosts file, creating the file (0644, as ssh does: host keys are public,
+    /// and a service user such as the daemon's must read a file root wrote) and its folder (0700) if needed.
     public static func append(_ key: HostKey, to knownHostsPath: String) throws {
         let folder = (knownHostsPath as NSString).deletingLastPathComponent
         if !folder.isEmpty, !FileManager.default.fileExists(atPath: folder) {
@@ -65,7 +66,7 @@ public enum HostKeyTrust {
                 throw SourceError(.localIO, "cannot create \(folder) for \(knownHostsPath): \(error.localizedDescription)")
             }
         }
-        let fd = open(knownHostsPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        let fd = open(knownHostsPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
             throw SourceError(.localIO, "cannot open \(knownHostsPath) to add the host key: \(String(cString: strerror(errno)))", underlying: "errno \(errno)")
         }
@@ -124,6 +125,14 @@ public enum HostKeyTrust {
     }
 
     /// A known_hosts file's lines; a missing file has none (every host is then unknown).
+    /// Why this process cannot read `path` (errno's text: the file or a folder on its way is not readable), or nil
+    /// when it can or the file does not exist. Why ask: such a file is read as empty, and its host would otherwise
+    /// be called unknown, with `folio trust` for a fix that changes nothing.
+    static func unreadableReason(_ path: String) -> String? {
+        guard access(path, R_OK) != 0, errno != ENOENT else { return nil }
+        return String(cString: strerror(errno))
+    }
+
     static func knownHostsLines(_ path: String) -> [String] {
         guard let data = FileManager.default.contents(atPath: path) else { return [] }
         return String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).map(String.init)

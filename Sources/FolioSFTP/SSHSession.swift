@@ -136,6 +136,10 @@ final class SSHSession {
         case .match:
             return
         case .notFound:
+            if let reason = HostKeyTrust.unreadableReason(endpoint.knownHostsPath) {
+                throw SourceError(.authentication, "cannot read \(endpoint.knownHostsPath) (\(reason)) to check the host key of \(endpoint.hostURL); make it readable by \(SFTPEndpoint.currentUser.name)",
+                                  isRetryable: false)
+            }
             throw SourceError(.authentication, "\(endpoint.hostURL) is not a known host (\(key.info.keyType) key \(key.info.fingerprint) is not in \(endpoint.knownHostsPath)); if that fingerprint is right, run: \(trustCommand(endpoint))",
                               isRetryable: false)
         case .mismatch:

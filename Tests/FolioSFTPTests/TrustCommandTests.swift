@@ -44,6 +44,29 @@ final class TrustCommandTests: XCTestCase {
         XCTAssertEqual(try String(contentsOfFile: knownHosts, encoding: .utf8).split(separator: "\n").count, 1)
     }
 
+    /// `folio trust` writes known_hosts readable by all (host keys are public; the daemon's user must read a file
+    /// root trusted into), and a run that cannot read its known_hosts says so, where it used to call the host
+    /// unknown and suggest `folio trust`, which changes nothing.
+    func testAKnownHostsFileTheUserCannotReadIsNamed() throws {
+        let server = try SSHServer()
+        let work = TemporaryDirectory("sftp-trust-unreadable")
+        chmod(work.path, 0o777)
+        let knownHosts = work.path("ssh/known_hosts")
+        let trusted = FolioBinary.run(["trust", "sftp://127.0.0.1:\(server.port)", "--known-hosts", knownHosts, "--yes"])
+        XCTAssertEqual(trusted.status, 0, trusted.stderr)
+        var info = stat()
+        XCTAssertEqual(stat(knownHosts, &info), 0)
+        XCTAssertEqual(info.st_mode & 0o777, 0o644)
+
+        // The folder trust made is root's own (0700), as ~/.ssh is: another user cannot reach the file in it.
+        FixtureTree.makeFolder(work.path("state"), "")
+        chmod(work.path("state"), 0o777)
+        let mirror = FolioBinary.run(["mirror", server.url("/srv"), work.path("dst"), "--known-hosts", knownHosts],
+                                     environment: ["FOLIO_STATE_DIR": work.path("state"), "SSH_AUTH_SOCK": ""], unprivileged: true)
+        XCTAssertEqual(mirror.status, 1, mirror.stderr)
+        XCTAssertEqual(mirror.stderrLines, ["mirror:\(work.path("dst")): failed: cannot read \(knownHosts) (Permission denied) to check the host key of sftp://127.0.0.1:\(server.port); make it readable by nobody"])
+    }
+
     /// With nothing in known_hosts, `folio trust` shows and pins the server's ed25519 key (what `ssh` records and
     /// its help says to compare), not the ECDSA key libssh2 1.10 would ask for first; a mirror then connects.
     func testTrustPinsTheED25519KeyOfAServerThatAlsoHasECDSA() throws {
