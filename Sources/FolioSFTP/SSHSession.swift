@@ -4,8 +4,8 @@ import Glibc
 
 /// One authenticated SSH connection, with an SFTP channel started on first use.
 ///
-/// Not Sendable: libssh2 handles must be used by one thread at a time, so a session is created, used and closed
-/// on one serial queue (a `SessionWorker`'s or a download worker's).
+/// Not Sendable: libssh2 handles must be used by one thread at a time, so a session is used by one owner at a
+/// time: a `SessionWorker`'s serial queue, or a download worker's thread (handed over through `IdleSessions`).
 final class SSHSession {
     let endpoint: SFTPEndpoint
     private let session: OpaquePointer
@@ -93,7 +93,7 @@ final class SSHSession {
                 throw SourceError(.cancelled, "stopped during the SSH handshake with \(display)", isRetryable: true)
             }
             if error.isKeyExchangeFailure {
-                throw keyExchangeFailure(error, host: host, port: port, timeoutSeconds: timeoutSeconds, display: display)
+                throw keyExchangeFailure(error, host: host, port: port, timeoutSeconds: timeoutSeconds, display: display, interrupter: interrupter)
             }
             // Why the banner decides: a connection lost before it is most often not an SSH server, or one turning
             // connections away (MaxStartups); once it came, the server is SSH and the exchange was cut. libssh2
@@ -109,8 +109,9 @@ final class SSHSession {
 
     /// Why a key exchange failed: the lists the server shares no algorithm of with libssh2, read from the server
     /// on a second connection (see `ServerAlgorithms`), or else a connection lost during the exchange.
-    private static func keyExchangeFailure(_ error: LibSSH2Error, host: String, port: Int, timeoutSeconds: Int, display: String) -> SourceError {
-        if let offer = ServerAlgorithms.read(host: host, port: port, timeoutSeconds: timeoutSeconds, display: display),
+    private static func keyExchangeFailure(_ error: LibSSH2Error, host: String, port: Int, timeoutSeconds: Int, display: String,
+                                           interrupter: SocketInterrupter?) -> SourceError {
+        if let offer = ServerAlgorithms.read(host: host, port: port, timeoutSeconds: timeoutSeconds, display: display, interrupter: interrupter),
            let line = offer.unsharedLine(display: display, libssh2Version: LibSSH2.version, supported: LibSSH2.supportedAlgorithms) {
             return SourceError(.protocolViolation, line, underlying: error.description)
         }
@@ -388,6 +389,12 @@ final class SSHSession {
     func close() {
         guard !isClosed else { return }
         isClosed = true
+        // Why unwatched here too: a socket closed while still watched could be shut down after its number was
+        // reused (see `SocketInterrupter.interrupt`).
+        endpoint.interrupter.unwatch(socket)
+        // After a stop, a session that was idle then (not watched, so not shut down) must not wait for a server
+        // that may not answer: the handle closes below then fail at once instead of waiting out the timeout.
+        if endpoint.interrupter.isInterrupted { _ = Glibc.shutdown(socket, Int32(SHUT_RDWR)) }
         // Why before hanging up: libssh2 frees the handle only once the server has answered.
         closeUnclosed()
         closeOpenedAhead()

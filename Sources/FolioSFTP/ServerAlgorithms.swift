@@ -145,10 +145,14 @@ struct ServerAlgorithms: Equatable {
 
     /// Connects to `host`:`port`, sends an identification line and reads the server's up to its key exchange
     /// init; nil when the connection fails or closes first, or what comes is not SSH. Blocks, at most
-    /// `timeoutSeconds` per wait.
-    static func read(host: String, port: Int, timeoutSeconds: Int, display: String) -> ServerAlgorithms? {
-        guard let socket = try? TCPSocket.connect(host: host, port: port, timeoutSeconds: timeoutSeconds, display: display) else { return nil }
-        defer { Glibc.close(socket) }
+    /// `timeoutSeconds` per wait; a stop of the run (`interrupter`) ends it at once.
+    static func read(host: String, port: Int, timeoutSeconds: Int, display: String, interrupter: SocketInterrupter? = nil) -> ServerAlgorithms? {
+        guard let socket = try? TCPSocket.connect(host: host, port: port, timeoutSeconds: timeoutSeconds, display: display, interrupter: interrupter) else { return nil }
+        defer {
+            // Why unwatched first: see `SocketInterrupter.interrupt`.
+            interrupter?.unwatch(socket)
+            Glibc.close(socket)
+        }
         var wait = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         _ = setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
         _ = setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))

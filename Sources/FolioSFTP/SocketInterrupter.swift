@@ -14,6 +14,8 @@ final class SocketInterrupter: Sendable {
         var sockets: Set<Int32> = []
     }
 
+    // Why a Mutex: the run's stop calls `interrupt` from any thread while sessions' queues and download worker
+    // threads watch and unwatch their sockets.
     private let state = Mutex(State())
 
     /// Whether `interrupt` was called: the errors of the work it cut are a stop, not a failure.
@@ -44,8 +46,9 @@ final class SocketInterrupter: Sendable {
         }
     }
 
-    /// `error`, or the stop's own error when the run was stopped: what failed was cut by the stop.
+    /// `error`, or the stop's own error when the run was stopped: what failed was cut by the stop. An error that is
+    /// already the stop's keeps its own words.
     func stopOr(_ error: SourceError, doing action: String) -> SourceError {
-        isInterrupted ? SourceError(.cancelled, "stopped while \(action)", isRetryable: true) : error
+        isInterrupted && error.code != .cancelled ? SourceError(.cancelled, "stopped while \(action)", isRetryable: true) : error
     }
 }
