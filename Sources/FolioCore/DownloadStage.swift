@@ -3,7 +3,7 @@ import Foundation
 import Glibc
 import Synchronization
 
-/// The download stage: `workerCount` workers to start with, and up to `transfers` for files batches leave, each on
+/// The download stage: `workerCount` workers to start with, and up to `workers` for files batches leave, each on
 /// its own thread with its own source connection, draining one shared list of files; bridged to async code
 /// with a `DispatchGroup` notification.
 struct DownloadStage: Sendable {
@@ -79,8 +79,8 @@ struct DownloadStage: Sendable {
         // Files no worker got to are failures of this run when every connection failed; when the run was stopped
         // (Ctrl-C, SIGTERM) they are only not done yet, and counting them as failed would tell a user who pressed
         // Ctrl-C that their files are broken. The stop itself becomes the stage's error, so the run ends
-        // "interrupted" (after its records are flushed) even when no worker met it in a transfer: a stop by hand
-        // only cancels the progress, and workers between files just leave their loop.
+        // "interrupted" (after its records are flushed) even when no worker met it in a transfer: a stop seen
+        // through the progress alone leaves workers between files to just leave their loop.
         let stopped = progress.isCancelled || result.runError?.code == .cancelled
         if stopped, result.runError == nil {
             result.runError = SourceError(.cancelled, "stopped before the run finished", isRetryable: true)
@@ -337,13 +337,14 @@ final class JobQueue: Sendable {
         let count: Int
         /// Left-over downloads, the next one last.
         var files: [Int] = []
-        /// Workers started so far (their queues' labels), and those not ended yet.
+        /// Workers started so far (their threads are named `folio-get-N`), and those not ended yet.
         var started = 0
         var running = 0
 
         var hasWork: Bool { next < count || !files.isEmpty }
     }
 
+    // Why a Mutex: every download worker's thread takes its next file here, and gives back what a batch left.
     private let state: Mutex<State>
 
     init(count: Int) { state = Mutex(State(count: count)) }

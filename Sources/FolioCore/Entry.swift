@@ -13,7 +13,7 @@ public struct Entry: Hashable, Sendable {
     }
 
     // Stored properties are ordered for packing (the one-byte fields last, validator and checksum behind one
-    // `EntryTokens` reference): a snapshot holds one per entry, 40 bytes each instead of 64.
+    // `EntryTokens` reference): a snapshot holds one per entry, 48 bytes each in an array instead of 64.
     public var path: RelativePath
     /// Bytes; 0 for folders.
     public var size: Int64

@@ -71,6 +71,8 @@ final class LocalConnection: SourceConnection {
     /// Whether the source's file system can share a copy's blocks (`FileSystemType.sharesBlocksOnCopy`): the
     /// kernel copy is then the better one whatever the file's size.
     private let mayReflink: Bool
+    /// The read/write copy's buffer, made at its first use and kept for the worker's later files; owned by this
+    /// connection (one worker thread) and freed in `close`.
     private var buffer: UnsafeMutableRawBufferPointer?
 
     /// Below this size, and where no reflink is possible, a file is copied with read/write. Why: elsewhere (ext4)

@@ -1,7 +1,8 @@
 /// Where a target's files come from: a local folder, an SFTP server, a web server.
 ///
-/// A source does two things: it lists its tree into a `Snapshot`, and it opens connections that download one
-/// file at a time. The engine never knows which transport is behind it.
+/// A source does two things: it lists its tree into a `Snapshot`, and it opens connections that download files
+/// (one at a time, or small ones in batches where the source can). The engine never knows which transport is
+/// behind it.
 public protocol Source: Sendable {
     /// The source for people: its URL without credentials.
     var displayName: String { get }

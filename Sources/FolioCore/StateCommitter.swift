@@ -14,6 +14,7 @@ final class StateCommitter: Sendable {
     private let hookRun: Int64?
     /// One writer: every database write of a run goes through this serial queue.
     private let writer = DispatchQueue(label: "folio.state.writer")
+    // Why Mutexes: the download workers add records from their own threads while the writer queue takes them.
     private let pending = Mutex<Pending>(Pending())
     private let failure = Mutex<String?>(nil)
 

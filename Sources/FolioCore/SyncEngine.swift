@@ -31,7 +31,8 @@ public struct SyncEngine: Sendable {
     }
 
     /// Runs one target. Never throws: every outcome is a `RunReport`. Cancelling the task (or `progress`)
-    /// stops the workers between chunks and leaves partial files for the next run.
+    /// stops the workers between chunks and leaves partial files for the next run; cancelling the task also has
+    /// the source cut short what waits on its server (`Source.interrupt`).
     public func run(_ target: TargetConfig, source: any Source, options: RunOptions, progress: TransferProgress = TransferProgress()) async -> RunReport {
         var report = RunReport(target: target.name)
         report.dryRun = options.dryRun
@@ -305,10 +306,10 @@ public struct SyncEngine: Sendable {
         report.result = .synced
     }
 
-    /// Throws when the run was stopped, between stages: the task's cancellation (the daemon's SIGTERM) or the
-    /// progress's (`SignalStopper`, by hand: Ctrl-C or SIGTERM to `sync --now`). Why both: a stop by hand cancels
-    /// only the progress, and the download workers then leave their loop without an error of their own; without
-    /// this check such a run went on to "synced".
+    /// Throws when the run was stopped, between stages: the task's cancellation (the daemon's SIGTERM; by hand,
+    /// `SignalStopper` cancels the run's task) or the progress's (which `SignalStopper` cancels first, and a caller
+    /// may cancel alone). Why both: with only the progress cancelled, the download workers leave their loop without
+    /// an error of their own; without this check such a run went on to "synced".
     private static func checkStopped(_ progress: TransferProgress) throws {
         try Task.checkCancellation()
         if progress.isCancelled { throw SourceError(.cancelled, "stopped before the run finished", isRetryable: true) }

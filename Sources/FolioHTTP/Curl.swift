@@ -69,6 +69,8 @@ final class CurlEasy {
     fileprivate let handle: UnsafeMutableRawPointer
     /// The transfer between `start` and `finish`: what libcurl's callbacks write into, and the request headers.
     private var transfer: (context: TransferContext, headers: UnsafeMutablePointer<curl_slist>?)?
+    /// Where libcurl writes a failed transfer's message (`CURLOPT_ERRORBUFFER`): it must outlive the handle, so it
+    /// is freed only after `curl_easy_cleanup`, in deinit.
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
 
     init() throws {

@@ -20,6 +20,7 @@ final class IdleSessions: Sendable {
     /// connection, and the worker reconnects.
     static let trustedIdle = Duration.seconds(2)
     private let capacity: Int
+    // Why a Mutex: the listing parks sessions from its queues while download worker threads take them.
     private let parked = Mutex<[Parked]>([])
 
     init(capacity: Int) { self.capacity = capacity }

@@ -5,8 +5,9 @@ import Glibc
 /// Every libssh2 call Folio makes goes through here; each one turns a return code and
 /// `libssh2_session_last_error` into a `LibSSH2Error`.
 ///
-/// The handles are plain `OpaquePointer`s; their owners (`SSHSession`, `SFTPFile`) guarantee that one handle is
-/// only ever used from one serial queue at a time, as libssh2 requires.
+/// The handles are plain `OpaquePointer`s; their owner (`SSHSession`, and the channels and files it opens)
+/// guarantees that one handle is only ever used from one thread at a time (a `SessionWorker`'s serial queue or
+/// a download worker's thread), as libssh2 requires.
 enum LibSSH2 {
     /// Why a static let: Swift runs it exactly once, thread-safely, at the first `initialize` (the run's preload,
     /// or the first source created), which is before any worker opens a session (libssh2_init is not

@@ -16,6 +16,8 @@ final class SFTPConnection: SourceConnection {
 
     private let session: SSHSession
     private let tarBatch: TarBatch
+    /// The read buffer, owned by this connection (one worker thread) and freed in `close`, which the download
+    /// stage calls for every connection it made.
     private var buffer: UnsafeMutableRawBufferPointer
     /// Set once the server refused the pipe batches go through, or answered it wrongly: not asked again.
     private var pipeRefused = false

@@ -1,5 +1,4 @@
 import FolioCore
-import Synchronization
 
 /// Lists a source tree: one `find` over exec when the server allows it, else SFTP readdir with many folders in
 /// flight on one session's pipe (`SFTPFolderWalk`), or, when the pipe cannot be used, across a few sessions of
@@ -93,7 +92,7 @@ struct SFTPLister: Sendable {
             while workers.count < min(sessions, pending.count) {
                 workers.append(SessionWorker(endpoint: endpoint, label: "list\(workers.count)"))
             }
-            let queue = JobQueue(pending)
+            let queue = FolderQueue(pending)
             let (level, refused) = try await withThrowingTaskGroup(of: (index: Int, found: FolderListing?).self) { group in
                 for (index, worker) in workers.prefix(pending.count).enumerated() {
                     group.addTask {
@@ -284,22 +283,5 @@ struct SFTPLister: Sendable {
             guard let listing = try EntryClassifier(realRoot: realRoot, options: options).classify(records, session) else { return .notListed }
             return .listed(realRoot: realRoot, listing: listing)
         }
-    }
-}
-
-/// The folders of one breadth-first level, handed out one at a time to whichever session is free.
-final class JobQueue: Sendable {
-    private let jobs: [FolderJob]
-    // Why a Mutex: several session queues take jobs at once.
-    private let nextIndex = Mutex(0)
-
-    init(_ jobs: [FolderJob]) { self.jobs = jobs }
-
-    func next() -> FolderJob? {
-        let index = nextIndex.withLock { value in
-            defer { value += 1 }
-            return value
-        }
-        return index < jobs.count ? jobs[index] : nil
     }
 }

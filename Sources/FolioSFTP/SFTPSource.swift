@@ -3,8 +3,9 @@ import FolioCore
 /// An SFTP server as a source: `sftp://[user@]host[:port]/path`, over libssh2.
 ///
 /// The host key is checked strictly against known_hosts; log-in uses the `identity` key file, ssh-agent or a
-/// `password-file`. Listing uses one `find` over exec when the server allows it, else SFTP readdir across a
-/// few sessions; each download worker gets its own session.
+/// `password-file`. Listing uses one `find` over exec when the server allows it, else SFTP readdir with many
+/// folders in flight on one channel (`SFTPFolderWalk`), else readdir across a few sessions; each download worker
+/// gets its own session.
 public struct SFTPSource: Source {
     let endpoint: SFTPEndpoint
     /// Sessions left open by the last listing, up to `transfers`, for the first download workers.
@@ -23,9 +24,9 @@ public struct SFTPSource: Source {
 
     /// Builds the source without touching the network. `timeout` (seconds) bounds connecting and every
     /// operation. `transfers` (the engine's download workers, each opening a connection) bounds how many listing
-    /// sessions are kept open for them. `symlinks` is accepted for symmetry with the other sources: listing
-    /// follows `ListingOptions.symlinks`, which the engine sets from the same target setting.
-    public init(location: SourceLocation, settings: SourceSettings, timeout: Int, transfers: Int, symlinks: ListingOptions.SymlinkPolicy) throws {
+    /// sessions are kept open for them. Symbolic links are followed or skipped as `ListingOptions.symlinks` says,
+    /// which the engine sets from the target's setting.
+    public init(location: SourceLocation, settings: SourceSettings, timeout: Int, transfers: Int) throws {
         guard case let .sftp(user, host, port, path) = location.kind else {
             throw SourceError(.protocolViolation, "\(location) is not an sftp:// URL")
         }

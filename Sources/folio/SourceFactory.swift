@@ -24,7 +24,7 @@ enum SourceFactory {
             return LocalSource(rootPath: path, symlinks: target.symlinks)
         case .sftp:
             return try SFTPSource(location: location, settings: target.sourceSettings, timeout: target.timeout,
-                                  transfers: target.mostDownloadWorkers, symlinks: target.symlinks)
+                                  transfers: target.mostDownloadWorkers)
         case .http:
             return try HTTPSource(location: location, settings: target.sourceSettings, timeout: target.timeout, transfers: target.mostDownloadWorkers)
         }

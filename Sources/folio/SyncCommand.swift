@@ -57,37 +57,3 @@ struct SyncCommand: AsyncParsableCommand {
         if status != .success { throw status.exitCode }
     }
 }
-
-/// Options shared by the commands that run targets.
-struct CommonOptions: ParsableArguments {
-    @Option(name: .long, help: "Configuration file (default: $FOLIO_CONFIG, else /etc/folio/folio.toml).")
-    var config: String?
-
-    @Flag(name: .long, help: "Show what would change; change nothing.")
-    var dryRun = false
-
-    @Flag(name: .long, help: "Write NDJSON events to standard output, one object per line (docs/json-events.md lists them).")
-    var json = false
-
-    @Flag(name: .long, help: "Allow a run past the max-delete and empty-source guards.")
-    var force = false
-
-    func loadConfig() throws -> Config {
-        do {
-            return try Config.loadForRunning(path: Config.location(explicit: config))
-        } catch {
-            throw CLIError.usage(error.description)
-        }
-    }
-}
-
-/// A usage or configuration error: one line on standard error, exit 2.
-enum CLIError: Error, CustomStringConvertible {
-    case usage(String)
-
-    var description: String {
-        switch self {
-        case .usage(let message): message
-        }
-    }
-}

@@ -349,29 +349,12 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: work.path("kept/.folio/lock")), "a folder folio did not make is left as it was")
     }
 
-    /// A run waiting for the lock of a folder whose holder then takes it away (a failed first run) does not keep
-    /// a lock on the unlinked file, which would exclude no one: it takes the new lock file, and mirrors.
     /// Ctrl-C while the source is still being listed (here, an HTTP server that never answers) stops the run at
     /// once, as "interrupted", rather than after the server's timeout and retries as "failed".
     func testCtrlCWhileTheSourceIsListedStopsTheRun() throws {
         let (listener, port) = try LoopbackServer.listeningSocket()
         defer { close(listener) }
-        let running = FolioBinary.start(["mirror", "--json", "--timeout", "60", "http://127.0.0.1:\(port)/x/", work.path("dst")], environment: environment)
-        // Once the listing has begun (its event is out), the stop handler is in place.
-        var seen = Data()
-        let output = running.standardOutputPipe.fileHandleForReading
-        while !String(decoding: seen, as: UTF8.self).contains("\"stage\":\"listing\"") {
-            let chunk = output.availableData
-            if chunk.isEmpty { break }
-            seen.append(chunk)
-        }
-        kill(running.process.processIdentifier, SIGINT)
-        seen.append(output.readDataToEndOfFile())
-        running.process.waitUntilExit()
-        XCTAssertEqual(running.process.terminationStatus, 1)
-        let done = String(decoding: seen, as: UTF8.self).split(separator: "\n").last.map(String.init) ?? ""
-        XCTAssertTrue(done.contains("\"event\":\"target-done\"") && done.contains("\"result\":\"interrupted\""), done)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst")), "nothing left behind")
+        assertCtrlCDuringTheListingInterrupts("http://127.0.0.1:\(port)/x/")
     }
 
     /// Ctrl-C while an SSH server holds the log-in (it takes the connection and never answers) stops the run at
@@ -379,7 +362,14 @@ final class MirrorEndToEndTests: XCTestCase {
     func testCtrlCWhileAnSSHServerHoldsTheLogInStopsTheRun() throws {
         let (listener, port) = try LoopbackServer.listeningSocket()
         defer { close(listener) }
-        let running = FolioBinary.start(["mirror", "--json", "--timeout", "60", "sftp://127.0.0.1:\(port)/x", work.path("dst")], environment: environment)
+        // The listing's first session is connecting by then, or soon: the stop must cut it either way.
+        assertCtrlCDuringTheListingInterrupts("sftp://127.0.0.1:\(port)/x", pause: 300_000)
+    }
+
+    /// Mirrors `source` with a 60 s timeout, sends SIGINT `pause` µs after the listing began (its event is out,
+    /// so the stop handler is in place), and checks that the run ends interrupted (exit 1) and leaves no folder.
+    private func assertCtrlCDuringTheListingInterrupts(_ source: String, pause: useconds_t = 0, file: StaticString = #filePath, line: UInt = #line) {
+        let running = FolioBinary.start(["mirror", "--json", "--timeout", "60", source, work.path("dst")], environment: environment)
         var seen = Data()
         let output = running.standardOutputPipe.fileHandleForReading
         while !String(decoding: seen, as: UTF8.self).contains("\"stage\":\"listing\"") {
@@ -387,17 +377,18 @@ final class MirrorEndToEndTests: XCTestCase {
             if chunk.isEmpty { break }
             seen.append(chunk)
         }
-        // The listing's first session is connecting by now, or soon: the stop must cut it either way.
-        usleep(300_000)
+        if pause > 0 { usleep(pause) }
         kill(running.process.processIdentifier, SIGINT)
         seen.append(output.readDataToEndOfFile())
         running.process.waitUntilExit()
-        XCTAssertEqual(running.process.terminationStatus, 1)
+        XCTAssertEqual(running.process.terminationStatus, 1, file: file, line: line)
         let done = String(decoding: seen, as: UTF8.self).split(separator: "\n").last.map(String.init) ?? ""
-        XCTAssertTrue(done.contains("\"event\":\"target-done\"") && done.contains("\"result\":\"interrupted\""), done)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst")), "nothing left behind")
+        XCTAssertTrue(done.contains("\"event\":\"target-done\"") && done.contains("\"result\":\"interrupted\""), done, file: file, line: line)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst")), "nothing left behind", file: file, line: line)
     }
 
+    /// A run waiting for the lock of a folder whose holder then takes it away (a failed first run) does not keep
+    /// a lock on the unlinked file, which would exclude no one: it takes the new lock file, and mirrors.
     func testARunWaitingForAFolderThatItsMakerTakesAwayLocksTheNewOne() throws {
         // An SSH server that never answers: the first run holds the new folder's lock until its handshake times out.
         let (listener, port) = try LoopbackServer.listeningSocket()

@@ -157,7 +157,7 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         var settings = settings(server, identity: wrongKey)
         settings.passwordFile = served.path("password")
         let source = try SFTPSource(location: SourceLocation(parsing: server.url(served.path)), settings: settings,
-                                    timeout: 10, transfers: 4, symlinks: .skip)
+                                    timeout: 10, transfers: 4)
         let error = await snapshotError(source)
         assertOneLine(error, .authentication, contains: ["tried key \(wrongKey), password-file (the server takes no passwords); server offers publickey"])
         XCTAssertFalse(error?.message.contains("secret") ?? true, "the password never appears")
@@ -165,7 +165,7 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         // The same server with a password-file that is not there: the line names that too.
         settings.passwordFile = served.path("missing")
         let missing = try SFTPSource(location: SourceLocation(parsing: server.url(served.path)), settings: settings,
-                                     timeout: 10, transfers: 4, symlinks: .skip)
+                                     timeout: 10, transfers: 4)
         let missingError = await snapshotError(missing)
         assertOneLine(missingError, .authentication, contains: [
             "tried key \(wrongKey), password-file (the server takes no passwords, and \(served.path("missing")) cannot be read); server offers publickey"])
@@ -243,12 +243,12 @@ final class SFTPAuthenticationTests: SFTPTestCase {
 
         var settings = settings(server, identity: key)
         settings.passphraseFile = secrets.path("good")
-        let good = try SFTPSource(location: SourceLocation(parsing: server.url(served.path)), settings: settings, timeout: 10, transfers: 1, symlinks: .skip)
+        let good = try SFTPSource(location: SourceLocation(parsing: server.url(served.path)), settings: settings, timeout: 10, transfers: 1)
         let snapshot = try await good.snapshot(options: ListingOptions())
         XCTAssertEqual(snapshot.entries.count, 1)
 
         settings.passphraseFile = secrets.path("bad")
-        let bad = try SFTPSource(location: SourceLocation(parsing: server.url(served.path)), settings: settings, timeout: 10, transfers: 1, symlinks: .skip)
+        let bad = try SFTPSource(location: SourceLocation(parsing: server.url(served.path)), settings: settings, timeout: 10, transfers: 1)
         let error = await snapshotError(bad)
         assertOneLine(error, .authentication, contains: ["cannot use identity \(key) for sftp://127.0.0.1:\(server.port): the passphrase in \(secrets.path("bad")) does not open it; check that the file holds that key's passphrase alone"])
         XCTAssertFalse(error?.message.contains("battery") ?? true)

@@ -15,9 +15,9 @@ class SFTPTestCase: XCTestCase {
     }
 
     func source(_ server: SSHServer, _ root: String, method: SFTPLister.Method = .automatic, identity: String? = nil,
-                knownHosts: String? = nil, symlinks: ListingOptions.SymlinkPolicy = .skip, timeout: Int = 10) throws -> SFTPSource {
+                knownHosts: String? = nil, timeout: Int = 10) throws -> SFTPSource {
         var source = try SFTPSource(location: SourceLocation(parsing: server.url(root)), settings: settings(server, identity: identity, knownHosts: knownHosts),
-                                    timeout: timeout, transfers: 4, symlinks: symlinks)
+                                    timeout: timeout, transfers: 4)
         source.listingMethod = method
         return source
     }
@@ -31,7 +31,7 @@ class SFTPTestCase: XCTestCase {
         FixtureTree.write(folder.path, "known_hosts", line.replacingOccurrences(of: "]:\(server.port) ", with: "]:\(proxy.port) "))
         let url = server.url(root).replacingOccurrences(of: ":\(server.port)/", with: ":\(proxy.port)/")
         return try SFTPSource(location: SourceLocation(parsing: url), settings: settings(server, knownHosts: folder.path("known_hosts")),
-                              timeout: 10, transfers: 1, symlinks: .skip)
+                              timeout: 10, transfers: 1)
     }
 
     /// The error a snapshot throws, as a `SourceError` (failing the test when it succeeds).

@@ -9,7 +9,7 @@ import Glibc
 /// between two writes on a busy machine) belongs to the same turn.
 /// Data is queued with a due time, not held stop-and-wait, so the delay does not cap throughput.
 public final class DelayProxy: @unchecked Sendable {
-    // Why @unchecked Sendable: `turnCount`, `clientSpokeLast`, `open`, `listenerClosed`, `acceptedAtTurn` and
+    // Why @unchecked Sendable: `turnCount`, `clientSpokeLast`, `open`, `listenerClosed`, `acceptedCount` and
     // `stopped` are only touched under `lock`; each socket is read by one thread and written by another, which the
     // kernel allows, and closed only once both are done (see `Link`).
     public let port: Int
@@ -22,7 +22,7 @@ public final class DelayProxy: @unchecked Sendable {
     /// The connections whose sockets are not closed yet.
     private var open: [Link] = []
     private var listenerClosed = false
-    private var acceptedAtTurn: [Int] = []
+    private var acceptedCount = 0
     private var stopped = false
     private let mostConnections: Int
     private let cutAtTurn: Int
@@ -58,10 +58,7 @@ public final class DelayProxy: @unchecked Sendable {
     public var turns: Int { lock.withLock { turnCount } }
 
     /// Connections forwarded so far.
-    public var connections: Int { lock.withLock { acceptedAtTurn.count } }
-
-    /// For each connection forwarded so far, in order, how many turns had been counted when it came.
-    public var connectionTurns: [Int] { lock.withLock { acceptedAtTurn } }
+    public var connections: Int { lock.withLock { acceptedCount } }
 
     /// Stops accepting and cuts every connection.
     public func stop() {
@@ -99,9 +96,9 @@ public final class DelayProxy: @unchecked Sendable {
             }
             let link = Link(client: client, server: server)
             let accepted = lock.withLock { () -> Bool in
-                guard connected, !stopped, acceptedAtTurn.count < mostConnections else { return false }
+                guard connected, !stopped, acceptedCount < mostConnections else { return false }
                 open.append(link)
-                acceptedAtTurn.append(turnCount)
+                acceptedCount += 1
                 return true
             }
             guard accepted else {

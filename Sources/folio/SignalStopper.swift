@@ -1,0 +1,60 @@
+import Dispatch
+import FolioCore
+import Glibc
+
+/// Turns the first SIGINT or SIGTERM into a clean stop of every running target (workers stop between chunks,
+/// partial files stay; a source still connecting or listing gives up); a second SIGINT exits at once (130).
+final class SignalStopper: @unchecked Sendable {
+    // Why @unchecked: `sources` are dispatch sources (thread-safe, not marked Sendable on Linux), set once in init.
+    private let running = Locked<(stopped: Bool, runs: [TransferProgress], actions: [@Sendable () -> Void])>((false, [], []))
+    private let sources: [DispatchSourceSignal]
+
+    init(reporter: ConsoleReporter) {
+        let running = self.running
+        var sources: [DispatchSourceSignal] = []
+        for signalNumber in [SIGINT, SIGTERM] {
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+            source.setEventHandler {
+                let (again, actions) = running.withLock { state in
+                    defer { state.stopped = true }
+                    for progress in state.runs { progress.cancel() }
+                    return (state.stopped, state.stopped ? [] : state.actions)
+                }
+                if again && signalNumber == SIGINT { _exit(130) }
+                reporter.note("stopping: the files in flight keep their partial files for the next run; Ctrl-C again quits at once")
+                for action in actions { action() }
+            }
+            source.resume()
+            sources.append(source)
+        }
+        self.sources = sources
+    }
+
+    /// Whether a signal came.
+    var isStopped: Bool { running.withLock { $0.stopped } }
+
+    /// Runs `action` when the first signal comes (at once if it came already).
+    func whenStopped(_ action: @escaping @Sendable () -> Void) {
+        let already = running.withLock { state in
+            if !state.stopped { state.actions.append(action) }
+            return state.stopped
+        }
+        if already { action() }
+    }
+
+    /// Adds a run to stop on a signal; false when a signal already came.
+    func register(_ progress: TransferProgress) -> Bool {
+        running.withLock { state in
+            guard !state.stopped else { return false }
+            state.runs.append(progress)
+            return true
+        }
+    }
+
+    func disarm() {
+        for source in sources { source.cancel() }
+        signal(SIGINT, SIG_DFL)
+        signal(SIGTERM, SIG_DFL)
+    }
+}
