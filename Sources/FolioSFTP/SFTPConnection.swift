@@ -31,8 +31,17 @@ final class SFTPConnection: SourceConnection {
     }
 
     /// With tar where the server has it; else, or once tar turned out missing before any file arrived, over SFTP
-    /// with many requests in flight (`SFTPBatchFetch`).
+    /// with many requests in flight (`SFTPBatchFetch`). A stop of the run cuts a transfer its server holds up
+    /// (see `SocketInterrupter.transferGrace`).
     func download(batch: DownloadBatch) throws {
+        try session.interruptibly(transfer: true, doing: "copying a batch of small files") { try fetch(batch) }
+    }
+
+    func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws {
+        try session.interruptibly(transfer: true, doing: "copying \(entry.path)") { try copy(entry, into: sink, from: offset) }
+    }
+
+    private func fetch(_ batch: DownloadBatch) throws {
         if tarBatch.isAvailable { try tarBatch.fetch(batch, with: session, buffer: buffer) }
         guard !tarBatch.isAvailable, !pipeRefused, !batch.hasStarted else { return }
         do {
@@ -51,7 +60,7 @@ final class SFTPConnection: SourceConnection {
         }
     }
 
-    func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws {
+    private func copy(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws {
         let remote = session.endpoint.remotePath(entry.path)
         let handle: OpaquePointer
         do {

@@ -212,17 +212,20 @@ final class SSHSession {
         }
     }
 
-    /// Runs `body` (the listing's work) with the session's socket watched by the endpoint's interrupter: a stop of
-    /// the run shuts the socket down, and whatever `body` throws then is the stop's `.cancelled` error.
-    func interruptibly<T>(_ body: () throws -> T) throws -> T {
+    /// Runs `body` with the session's socket watched by the endpoint's interrupter: a stop of the run shuts the
+    /// socket down (at once for the listing's work; after `SocketInterrupter.transferGrace` for a `transfer`), and
+    /// whatever `body` throws then is the stop's `.cancelled` error, saying it was `doing` that.
+    func interruptibly<T>(transfer: Bool = false, doing action: @autoclosure () -> String, _ body: () throws -> T) throws -> T {
         let interrupter = endpoint.interrupter
-        guard interrupter.watch(socket) else { throw SourceError(.cancelled, "stopped while listing \(endpoint.url())", isRetryable: true) }
+        guard transfer ? interrupter.watchTransfer(socket) : interrupter.watch(socket) else {
+            throw SourceError(.cancelled, "stopped before \(action())", isRetryable: true)
+        }
         // Why unwatched on the way out, before anyone can close the session: see `SocketInterrupter.interrupt`.
         defer { interrupter.unwatch(socket) }
         do {
             return try body()
         } catch {
-            if interrupter.isInterrupted { throw SourceError(.cancelled, "stopped while listing \(endpoint.url())", isRetryable: true) }
+            if interrupter.isInterrupted { throw SourceError(.cancelled, "stopped while \(action())", isRetryable: true) }
             throw error
         }
     }

@@ -24,7 +24,7 @@ final class SessionWorker: @unchecked Sendable {
                 do {
                     let session = try self.session ?? SSHSession.open(self.endpoint)
                     self.session = session
-                    continuation.resume(returning: try session.interruptibly { try body(session) })
+                    continuation.resume(returning: try session.interruptibly(doing: "listing \(session.endpoint.url())") { try body(session) })
                 } catch {
                     continuation.resume(throwing: error)
                 }

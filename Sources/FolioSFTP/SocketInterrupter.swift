@@ -1,3 +1,4 @@
+import Dispatch
 import FolioCore
 import Glibc
 import Synchronization
@@ -6,13 +7,20 @@ import Synchronization
 /// sockets of sessions still logging in, and of the listing's sessions, are shut down, so libssh2's blocking
 /// call returns at once instead of waiting out `timeout` for a server that does not answer.
 ///
-/// Sockets are watched only while such work runs on them. A download worker's session is watched while it
-/// logs in and not after: its transfer stops between chunks, as every source's does.
+/// Sockets are watched only while such work runs on them. A download's transfer is given `transferGrace` first:
+/// it stops between chunks, as every source's does, and is cut only when its server keeps it waiting longer.
 final class SocketInterrupter: Sendable {
     private struct State {
         var interrupted = false
         var sockets: Set<Int32> = []
+        /// Sockets of transfers, cut `transferGrace` after the stop if still watched then.
+        var transfers: Set<Int32> = []
     }
+
+    /// How long a transfer in flight has to reach the end of its chunk after a stop. Why 2 s: a chunk (1 MiB at
+    /// most) takes a fraction of that on any working link, so only a stalled server (a NAS gone from the Wi-Fi) is
+    /// cut, instead of holding the stop for the whole `timeout`.
+    static let transferGrace = DispatchTimeInterval.seconds(2)
 
     // Why a Mutex: the run's stop calls `interrupt` from any thread while sessions' queues and download worker
     // threads watch and unwatch their sockets.
@@ -31,18 +39,39 @@ final class SocketInterrupter: Sendable {
         }
     }
 
-    /// Stops watching `socket`. Call it before the socket is closed.
-    func unwatch(_ socket: Int32) {
-        _ = state.withLock { $0.sockets.remove(socket) }
+    /// Watches the socket of a transfer, which a stop cuts only after `transferGrace`; false, and not watched,
+    /// when the run was stopped already.
+    func watchTransfer(_ socket: Int32) -> Bool {
+        state.withLock { state in
+            guard !state.interrupted else { return false }
+            state.transfers.insert(socket)
+            return true
+        }
     }
 
-    /// Shuts down every watched socket, and refuses to watch any more.
+    /// Stops watching `socket` (as either kind). Call it before the socket is closed.
+    func unwatch(_ socket: Int32) {
+        state.withLock { state in
+            state.sockets.remove(socket)
+            state.transfers.remove(socket)
+        }
+    }
+
+    /// Shuts down every watched socket but the transfers' at once, and those still watched `transferGrace` later;
+    /// refuses to watch any more.
     func interrupt() {
         // Why under the lock: an owner unwatches its socket before closing it, and unwatching waits for this
         // lock, so a descriptor is never shut down after it was closed and reused for another file or connection.
-        state.withLock { state in
-            state.interrupted = true
+        let first = state.withLock { state in
+            defer { state.interrupted = true }
             for socket in state.sockets { _ = Glibc.shutdown(socket, Int32(SHUT_RDWR)) }
+            return !state.interrupted
+        }
+        guard first else { return }
+        DispatchQueue.global().asyncAfter(deadline: .now() + Self.transferGrace) { [self] in
+            state.withLock { state in
+                for socket in state.transfers { _ = Glibc.shutdown(socket, Int32(SHUT_RDWR)) }
+            }
         }
     }
 

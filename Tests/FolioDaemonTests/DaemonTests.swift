@@ -302,6 +302,44 @@ final class DaemonTests: XCTestCase {
         XCTAssertFalse(resumed?.contains(" 1.0 GiB in ") ?? true, "the resumed run copied only the rest: \(resumed ?? "")")
     }
 
+    /// SIGTERM while the SFTP server has stopped answering in the middle of a file (its sessions frozen with
+    /// SIGSTOP, as a NAS gone from the network) ends the run cleanly, "interrupted", with the partial file kept:
+    /// the stalled transfer is cut after a short grace. It used to wait in libssh2's read for `timeout`, so the
+    /// daemon's stop limit ended the process instead, and the run was left for the next start to close.
+    func testSIGTERMWhileTheServerStallsADownloadEndsTheRunCleanly() throws {
+        let server = try SSHServer()
+        defer {
+            server.signalSessions(SIGCONT)
+            server.stop()
+        }
+        _ = makeBigSource()
+        writeConfig("""
+            [[target]]
+            name = "docs"
+            source = "\(server.url(scratch.path("src-docs")))"
+            destination = "\(scratch.path("dst-docs"))"
+            mode = "automatic"
+            interval = "1s"
+            identity = "\(server.userKeyPath)"
+            known-hosts = "\(server.knownHostsPath)"
+            timeout = 60
+            transfers = 1
+
+            """)
+        let daemon = try startDaemon()
+        eventually(60, "the download under way") { partialBytes() > 8 << 20 }
+        server.signalSessions(SIGSTOP)
+        // Past what the socket buffers still held: the read now waits on the frozen server.
+        usleep(500_000)
+
+        terminate(daemon)
+        XCTAssertTrue(daemon.log.contains("docs: interrupted after "), daemon.log)
+        XCTAssertFalse(daemon.log.contains("did not end within"), daemon.log)
+        XCTAssertFalse(daemon.log.contains("failed, retried next run"), daemon.log)
+        XCTAssertGreaterThan(partialBytes(), 8 << 20, "the partial file stays for resume")
+        XCTAssertNil(fileSize(scratch.path("dst-docs/big.bin")), "never half a file under its final name")
+    }
+
     func testSIGTERMBeforeTheDownloadsRecordsTheRunAsInterruptedNotFailed() throws {
         // 20,000 small files: listing and creating them takes long enough to stop the run midway.
         let src = scratch.path("src-docs")

@@ -127,6 +127,13 @@ public final class SSHServer: @unchecked Sendable {
     }
 
     /// Stops sshd and every connection it serves: SIGTERM by default, SIGKILL to simulate a crash.
+    /// Sends `signal` to the sessions only (sshd's children and theirs), not the listening sshd: SIGSTOP makes
+    /// every open connection stall, as a server gone from the network does, and SIGCONT lets them go on.
+    public func signalSessions(_ signal: Int32) {
+        guard pid != 0 else { return }
+        for child in Self.descendants(of: pid) { kill(child, signal) }
+    }
+
     public func stop(signal: Int32 = SIGTERM) {
         guard pid != 0 else { return }
         for child in Self.descendants(of: pid) { kill(child, signal) }
