@@ -4,8 +4,9 @@ import Foundation
 ///
 /// A target runs `interval` after the end of its last run, plus a small random jitter so that many targets (or
 /// many machines started together) do not hit one server at the same moment. A failed run is retried sooner,
-/// with exponential backoff (and a tenth of each wait as jitter) that never waits longer than `interval`. Targets on the same host run one at a time,
-/// so together they never open more connections to it than one target's download workers.
+/// with exponential backoff (and a tenth of each wait as jitter) that never waits longer than `interval`.
+/// Targets on the same host run one at a time, so together they never open more connections to it than one
+/// target's download workers.
 public enum RunSchedule {
     /// The first retry after a failure waits this long; each further failure doubles it (up to `interval`).
     public static let firstRetrySeconds = 10.0

@@ -25,7 +25,8 @@ public protocol Source: Sendable {
     func finishRun() async
     /// The run is being stopped (Ctrl-C, SIGTERM): ends at once what would otherwise wait on the server (a
     /// connection being opened, a listing), which then throws `.cancelled`, rather than after the timeout.
-    /// Downloads still stop between chunks. Called from any thread; the source is not used for another run after.
+    /// Downloads still stop between chunks; one that its server holds up may be cut after a short grace. Called
+    /// from any thread; the source is not used for another run after.
     func interrupt()
     /// The quickest request-and-answer turn the source has seen so far, its listing included; nil for a source
     /// without a link (a local folder). With `transfers` unset, a far link gets more download workers; and a

@@ -124,7 +124,6 @@ public enum HostKeyTrust {
         return String(decoding: key[4..<(4 + length)], as: UTF8.self)
     }
 
-    /// A known_hosts file's lines; a missing file has none (every host is then unknown).
     /// Why this process cannot read `path` (errno's text: the file or a folder on its way is not readable), or nil
     /// when it can or the file does not exist. Why ask: such a file is read as empty, and its host would otherwise
     /// be called unknown, with `folio trust` for a fix that changes nothing.
@@ -133,6 +132,7 @@ public enum HostKeyTrust {
         return String(cString: strerror(errno))
     }
 
+    /// A known_hosts file's lines; a missing file has none (every host is then unknown).
     static func knownHostsLines(_ path: String) -> [String] {
         guard let data = FileManager.default.contents(atPath: path) else { return [] }
         return String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).map(String.init)

@@ -21,7 +21,8 @@ struct SFTPEndpoint: Sendable {
     var roundTrips = RoundTripGauge()
     /// What Folio's own SFTP channel found wrong with the server's SFTP subsystem.
     var subsystemFaults = SubsystemFaults()
-    /// Cuts the run's log-ins and listing short when it is stopped; shared by every session of the source.
+    /// Cuts the run's log-ins, listing and stalled transfers short when it is stopped; shared by every session of
+    /// the source.
     var interrupter = SocketInterrupter()
 
     /// `sftp://host:port`, the form `folio trust` takes.

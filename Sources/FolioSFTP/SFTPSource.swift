@@ -66,7 +66,8 @@ public struct SFTPSource: Source {
     }
 
     /// Shuts down the sockets of the sessions logging in or listing, so that a stop does not wait out `timeout`
-    /// for a server that does not answer; downloads stop between chunks.
+    /// for a server that does not answer; downloads stop between chunks, and one still waiting on its server
+    /// after `SocketInterrupter.transferGrace` is cut.
     public func interrupt() { endpoint.interrupter.interrupt() }
 
     /// The quickest turn of any session to this server: starting a command (half of its two round trips),
