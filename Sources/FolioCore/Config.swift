@@ -9,6 +9,9 @@ public struct Config: Sendable, Equatable {
     public var parallelTargets = 2
     public var logLevel = "info"
     public var targets: [TargetConfig]
+    /// Lines (`file:line: …`) about settings that are harmless but probably a mistake (a source setting its target's
+    /// source does not use); the commands that run targets print them, and the daemon logs them.
+    public var warnings: [String] = []
 
     public init(file: String, stateDirectory: String? = nil, targets: [TargetConfig]) {
         self.file = file

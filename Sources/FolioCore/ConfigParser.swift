@@ -55,12 +55,39 @@ struct ConfigParser {
             for required in ["name", "source", "destination"] where !seen.contains(required) {
                 throw ConfigError(file: file, line: table.line, message: "this [[target]] has no \(required); add \(required) = \"…\"")
             }
+            config.warnings += unusedSettings(of: target, keys: table.keys)
             config.targets.append(target)
             targetLines.append(table.line)
         }
         try checkTargets(config.targets, lines: targetLines)
         return config
     }
+
+    /// The source settings a target sets that its kind of source does not use, each as a `file:line: …` line.
+    /// Why a warning, not an error: such a setting is harmless, and a configuration that loaded before (a source
+    /// changed from sftp:// to a mounted folder, its `identity` left behind) must still load; but a key meant for
+    /// another target, or a mistaken source, should not pass unseen.
+    private func unusedSettings(of target: TargetConfig, keys: [TOMLReader.Key]) -> [String] {
+        guard let kind = try? SourceLocation(parsing: target.source).kind else { return [] }
+        let used: Set<String>
+        let source: String
+        switch kind {
+        case .local:
+            (used, source) = ([], "a local folder")
+        case .sftp:
+            (used, source) = (["identity", "passphrase-file", "password-file", "known-hosts"], "an sftp:// server")
+        case .http:
+            (used, source) = (["password-file", "username", "token-file", "ca-file", "insecure-tls", "webdav", "connections", "requests-per-second"],
+                              "an http(s):// server")
+        }
+        return keys.filter { Self.sourceKeys.contains($0.name) && !used.contains($0.name) }.map { key in
+            ConfigError(file: file, line: key.line, message: "target \"\(target.name)\": \(key.name) is not used with \(source), this target's source; remove it, or check that it is in the right target").description
+        }
+    }
+
+    /// The keys that only some kinds of source use.
+    static let sourceKeys: Set<String> = ["identity", "passphrase-file", "password-file", "known-hosts", "username", "token-file", "ca-file",
+                                          "insecure-tls", "webdav", "connections", "requests-per-second"]
 
     /// Applies one target key (or top-level default) to a target.
     func apply(_ key: TOMLReader.Key, to target: inout TargetConfig) throws(ConfigError) {

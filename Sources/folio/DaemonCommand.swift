@@ -43,6 +43,7 @@ struct DaemonCommand: AsyncParsableCommand {
 
         let level = Logger.Level(rawValue: loaded.logLevel) ?? .info
         let logger = Logger(label: "folio") { _ in JournalLogHandler(level: level) }
+        for warning in loaded.warnings { logger.warning("\(warning)") }
         let directory = StateLocation.directory(configured: loaded.stateDirectory)
         let database: StateDatabase
         do {

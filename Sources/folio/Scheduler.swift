@@ -283,6 +283,7 @@ actor Scheduler: Service {
         case .failure(let error):
             reporter.logger.error("reload failed, keeping the previous configuration: \(error)")
         case .success(let new):
+            for warning in new.warnings { reporter.logger.warning("\(warning)") }
             apply(new)
             reporter.logger.notice("reloaded \(path): \(CountText.of(slots.values.filter { !$0.removed }.count, "automatic target"))")
         }

@@ -29,6 +29,7 @@ struct SyncCommand: AsyncParsableCommand {
         // Reads files (and, for the destinations, resolves their real paths): off the cooperative pool.
         let common = self.common
         let config = try await Blocking.run { () throws -> Config in try common.loadConfig() }
+        for warning in config.warnings { FileDescriptorOutput.writeToStandardError("folio: warning: \(warning)\n") }
         let chosen: [TargetConfig]
         if targets.isEmpty {
             chosen = config.targets.filter { $0.enabled && $0.mode.includes(.manual) }

@@ -268,6 +268,22 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(FixtureTree.listing(work.path("src")), ["a.txt"])
     }
 
+    /// `sync --now` says which settings its targets' sources do not use, on standard error, and runs anyway.
+    func testSyncWarnsAboutASettingTheSourceDoesNotUse() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        FixtureTree.write(work.path(""), "folio.toml", """
+            [[target]]
+            name = "photos"
+            source = "\(work.path("src"))"
+            destination = "\(work.path("dst"))"
+            identity = "/etc/folio/id_ed25519"
+            """)
+        let outcome = FolioBinary.run(["sync", "--now", "--config", work.path("folio.toml")], environment: environment)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        XCTAssertEqual(outcome.stderrLines, ["folio: warning: \(work.path("folio.toml")):5: target \"photos\": identity is not used with a local folder, this target's source; remove it, or check that it is in the right target"])
+        XCTAssertEqual(FixtureTree.read(work.path("dst/a.txt")), Array("a".utf8))
+    }
+
     /// A folder of the destination that is another filesystem's mount point cannot take files renamed from
     /// `.folio/partial`: its files fail with a line that says why and what to do; the rest is mirrored.
     func testAMountPointInsideTheDestinationFailsItsFilesWithAHint() throws {

@@ -10,6 +10,7 @@ final class ConfigTests: XCTestCase {
         let photos = try XCTUnwrap(config.targets.first { $0.name == "photos" })
         XCTAssertEqual(photos.interval, 15 * 60)
         XCTAssertEqual(photos.exclude, ["*.tmp", "Thumbs.db", ".cache/"])
+        XCTAssertEqual(config.warnings, [], "the example sets only what each source uses")
     }
 
     func testDefaultsAndTargetKeys() throws {
@@ -89,6 +90,42 @@ final class ConfigTests: XCTestCase {
                 XCTAssertEqual((error as? ConfigError)?.description, row.expected)
             }
         }
+    }
+
+    /// A source setting that the target's kind of source does not use is kept (the file still loads) and named in
+    /// a warning; one set at the top level as a default is not (it serves the targets that use it).
+    func testSourceSettingsTheSourceDoesNotUseAreWarnedAbout() throws {
+        let config = try Config.parse("""
+            known-hosts = "/etc/folio/known_hosts"
+
+            [[target]]
+            name = "local"
+            source = "/mnt/nas/photos"
+            destination = "/srv/photos"
+            identity = "/etc/folio/id_ed25519"
+            password-file = "secrets_pw"
+
+            [[target]]
+            name = "web"
+            source = "https://files.example.org/kiosk/"
+            destination = "/srv/kiosk"
+            known-hosts = "/etc/folio/known_hosts"
+            password-file = "secrets_pw"
+
+            [[target]]
+            name = "nas"
+            source = "sftp://nas.local/music"
+            destination = "/srv/music"
+            identity = "/etc/folio/id_ed25519"
+            webdav = false
+            """, file: "/etc/folio/folio.toml")
+        XCTAssertEqual(config.targets.count, 3)
+        XCTAssertEqual(config.warnings, [
+            "/etc/folio/folio.toml:7: target \"local\": identity is not used with a local folder, this target's source; remove it, or check that it is in the right target",
+            "/etc/folio/folio.toml:8: target \"local\": password-file is not used with a local folder, this target's source; remove it, or check that it is in the right target",
+            "/etc/folio/folio.toml:14: target \"web\": known-hosts is not used with an http(s):// server, this target's source; remove it, or check that it is in the right target",
+            "/etc/folio/folio.toml:22: target \"nas\": webdav is not used with an sftp:// server, this target's source; remove it, or check that it is in the right target",
+        ])
     }
 
     func testDurations() {

@@ -385,6 +385,21 @@ final class DaemonTests: XCTestCase {
         XCTAssertTrue(daemon.log.contains("stopping: the runs in flight did not end within 9 s; exiting now"), daemon.log)
     }
 
+    /// A setting the target's source does not use is logged as a warning, at start and at each reload, and the
+    /// target runs.
+    func testASettingTheSourceDoesNotUseIsLoggedAsAWarning() throws {
+        FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
+        writeConfig(target("docs", extra: "webdav = false"))
+        let daemon = try startDaemon()
+        eventually(20, "first sync") { text(scratch.path("dst-docs/a.txt")) == "first" }
+        let warning = "warning: \(configPath):8: target \"docs\": webdav is not used with a local folder, this target's source; remove it, or check that it is in the right target"
+        XCTAssertEqual(lines(daemon.log, containing: warning).count, 1, daemon.log)
+        daemon.signal(SIGHUP)
+        eventually(20, "the reload") { lines(daemon.log, containing: "reloaded ").count == 1 }
+        XCTAssertEqual(lines(daemon.log, containing: warning).count, 2, daemon.log)
+        terminate(daemon)
+    }
+
     func testSIGHUPWithABrokenConfigKeepsTheOldOneAndAGoodOneIsApplied() throws {
         FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
         FixtureTree.write(scratch.path("src-more"), "m.txt", "more")
