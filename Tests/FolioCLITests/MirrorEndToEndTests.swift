@@ -271,14 +271,8 @@ final class MirrorEndToEndTests: XCTestCase {
     /// `sync --now` says which settings its targets' sources do not use, on standard error, and runs anyway.
     func testSyncWarnsAboutASettingTheSourceDoesNotUse() throws {
         FixtureTree.write(work.path("src"), "a.txt", "a")
-        FixtureTree.write(work.path(""), "folio.toml", """
-            [[target]]
-            name = "photos"
-            source = "\(work.path("src"))"
-            destination = "\(work.path("dst"))"
-            identity = "/etc/folio/id_ed25519"
-            """)
-        let outcome = FolioBinary.run(["sync", "--now", "--config", work.path("folio.toml")], environment: environment)
+        let config = oneTargetConfig("photos", extra: "identity = \"/etc/folio/id_ed25519\"")
+        let outcome = FolioBinary.run(["sync", "--now"] + config, environment: environment)
         XCTAssertEqual(outcome.status, 0, outcome.stderr)
         XCTAssertEqual(outcome.stderrLines, ["folio: warning: \(work.path("folio.toml")):5: target \"photos\": identity is not used with a local folder, this target's source; remove it, or check that it is in the right target"])
         XCTAssertEqual(FixtureTree.read(work.path("dst/a.txt")), Array("a".utf8))
@@ -506,13 +500,7 @@ final class MirrorEndToEndTests: XCTestCase {
     /// any failed run: `folio status` showed the last success instead.
     func testARunThatFailsBeforeItStartsIsWhatStatusShows() throws {
         FixtureTree.write(work.path("src"), "a.txt", "a")
-        FixtureTree.write(work.path(""), "folio.toml", """
-            [[target]]
-            name = "docs"
-            source = "\(work.path("src"))"
-            destination = "\(work.path("dst"))"
-            """)
-        let config = ["--config", work.path("folio.toml")]
+        let config = oneTargetConfig("docs")
         XCTAssertEqual(FolioBinary.run(["sync", "--now"] + config, environment: environment).status, 0)
         try FileManager.default.removeItem(atPath: work.path("dst/.folio"))
         FixtureTree.write(work.path("dst"), ".folio", "not a folder")
@@ -527,12 +515,18 @@ final class MirrorEndToEndTests: XCTestCase {
     /// Writes a configuration with one target, `docs` (src to dst), whose on-change runs `hook` with /bin/sh,
     /// and returns the arguments that point folio at it.
     private func hookedConfig(_ hook: String) -> [String] {
+        oneTargetConfig("docs", extra: "on-change = [\"/bin/sh\", \"-c\", \"\(hook)\"]")
+    }
+
+    /// Writes `folio.toml` with one target, `name`, from src to dst, with `extra` (a line of keys) as its line 5,
+    /// and returns the arguments that point folio at it.
+    private func oneTargetConfig(_ name: String, extra: String = "") -> [String] {
         FixtureTree.write(work.path(""), "folio.toml", """
             [[target]]
-            name = "docs"
+            name = "\(name)"
             source = "\(work.path("src"))"
             destination = "\(work.path("dst"))"
-            on-change = ["/bin/sh", "-c", "\(hook)"]
+            \(extra)
             """)
         return ["--config", work.path("folio.toml")]
     }
