@@ -51,6 +51,16 @@ final class HTTPSourceSettingsTests: XCTestCase {
         }
     }
 
+    /// Lists `url` and checks that it fails as unreachable, not to be retried, with a message from `prefix` to
+    /// `suffix` (curl's own words between them).
+    private func assertRefusedAtOnce(_ url: String, saying prefix: String, _ suffix: String, file: StaticString = #filePath, line: UInt = #line) async throws {
+        guard let error = try await listingError(url, timeout: 5, file: file, line: line) else { return }
+        XCTAssertEqual(error.code, .unreachable, file: file, line: line)
+        XCTAssertFalse(error.isRetryable, file: file, line: line)
+        XCTAssertTrue(error.message.hasPrefix(prefix), error.message, file: file, line: line)
+        XCTAssertTrue(error.message.hasSuffix(suffix), error.message, file: file, line: line)
+    }
+
     func testUnreachableServerIsOneClearError() async throws {
         let port = try LoopbackServer.freePort()
         if let error = try await listingError("http://127.0.0.1:\(port)/files/", timeout: 2) {
@@ -76,12 +86,8 @@ final class HTTPSourceSettingsTests: XCTestCase {
             }
         }
         let url = "http://127.0.0.1:\(port)/files/"
-        if let error = try await listingError(url, timeout: 5) {
-            XCTAssertEqual(error.code, .unreachable)
-            XCTAssertFalse(error.isRetryable)
-            XCTAssertTrue(error.message.hasPrefix("\(url) does not answer in HTTP on that port (curl 1 ("), error.message)
-            XCTAssertTrue(error.message.hasSuffix("); check the URL's port: it may be another service's, such as SSH's"), error.message)
-        }
+        try await assertRefusedAtOnce(url, saying: "\(url) does not answer in HTTP on that port (curl 1 (",
+                                      "); check the URL's port: it may be another service's, such as SSH's")
         shutdown(listener, Int32(SHUT_RDWR))
     }
 
@@ -90,12 +96,8 @@ final class HTTPSourceSettingsTests: XCTestCase {
     func testHTTPSToAPlainHTTPPortSaysItDoesNotSpeakTLS() async throws {
         let server = try NginxServer()
         let url = "https://127.0.0.1:\(server.port)/dav/"
-        if let error = try await listingError(url, timeout: 5) {
-            XCTAssertEqual(error.code, .unreachable)
-            XCTAssertFalse(error.isRetryable)
-            XCTAssertTrue(error.message.hasPrefix("\(url) does not speak TLS on that port (curl 35 ("), error.message)
-            XCTAssertTrue(error.message.hasSuffix("); if the server serves plain HTTP there, write http://"), error.message)
-        }
+        try await assertRefusedAtOnce(url, saying: "\(url) does not speak TLS on that port (curl 35 (",
+                                      "); if the server serves plain HTTP there, write http://")
         // No retries: nginx logs each TLS hello it cannot read as HTTP as a 400; the listing's first requests (at
         // most two) go out together, and retrying them took eight.
         let log = try String(contentsOfFile: server.accessLog, encoding: .utf8)
