@@ -15,6 +15,13 @@ public protocol Source: Sendable {
     /// Blocking work runs off the cooperative thread pool.
     func snapshot(options: ListingOptions) async throws -> Snapshot
 
+    /// A run of this source is about to start: begins, in the background, what its listing must wait for before
+    /// it can ask anything (an SSH log-in), so that the wait overlaps the run's own start (recording it in the
+    /// state database, making the destination's folders). Returns at once. Called at most once, with the
+    /// destination's lock held, just before the run; the run's `finishRun` cuts and ends what it began if the
+    /// listing never used it.
+    func prepare()
+
     /// Opens one connection for one download worker. Called on that worker's own thread; the connection is
     /// used there only, so it may block.
     func makeConnection() throws -> any SourceConnection
@@ -35,6 +42,7 @@ public protocol Source: Sendable {
 }
 
 extension Source {
+    public func prepare() {}
     public func finishRun() async {}
     public func interrupt() {}
     public var roundTrip: Duration? { nil }

@@ -48,6 +48,7 @@ public struct SyncEngine: Sendable {
             } catch {
                 report.result = .failed
                 report.error = "\(error)"
+                await source.finishRun()
                 return finish(report, runID: nil, started: started, digest: nil, hooked: false)
             }
         }

@@ -16,12 +16,14 @@ struct SFTPLister: Sendable {
     /// How downloads fetch small files: with tar where it runs (the exec listing then leaves one waiting, and
     /// marks it missing on a server that runs no commands).
     let tarBatch: TarBatch
+    /// The first session, when one started logging in ahead of the listing (`SFTPSource.prepare`).
+    let loggingIn: SessionWorker?
 
     /// The most bytes an exec listing may produce (about five million entries) before Folio gives up on it.
     static let execOutputLimit = 512 << 20
 
     func snapshot() async throws -> Snapshot {
-        var workers = [SessionWorker(endpoint: endpoint, label: "list0")]
+        var workers = [loggingIn ?? SessionWorker(endpoint: endpoint, label: "list0")]
         do {
             let snapshot = try await list(with: &workers)
             for worker in workers { await worker.park(in: idle) }

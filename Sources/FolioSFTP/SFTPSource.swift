@@ -12,6 +12,8 @@ public struct SFTPSource: Source {
     private let idle: IdleSessions
     /// Whether this server streams small files with tar; shared by the download workers' connections.
     private let tarBatch: TarBatch
+    /// The next listing's first session, when `prepare` started its log-in.
+    private let logInAhead = LogInAhead()
     /// Which listing path to take; tests pin one to compare them.
     var listingMethod: SFTPLister.Method = .automatic
     private let location: SourceLocation
@@ -61,8 +63,12 @@ public struct SFTPSource: Source {
                        readsMemo: true)
     }
 
+    /// Starts the listing's first log-in (six round trips or more), to overlap the run's local start.
+    public func prepare() { logInAhead.start(endpoint) }
+
     public func snapshot(options: ListingOptions) async throws -> Snapshot {
-        try await SFTPLister(endpoint: endpoint, options: options, method: listingMethod, idle: idle, tarBatch: tarBatch).snapshot()
+        try await SFTPLister(endpoint: endpoint, options: options, method: listingMethod, idle: idle, tarBatch: tarBatch,
+                             loggingIn: logInAhead.take()).snapshot()
     }
 
     /// Shuts down the sockets of the sessions logging in or listing, so that a stop does not wait out `timeout`
@@ -75,8 +81,9 @@ public struct SFTPSource: Source {
     public var roundTrip: Duration? { endpoint.roundTrips.fastest }
 
     /// Closes the sessions the listing left for download workers that never came (a run with nothing to
-    /// fetch, or fewer files than sessions).
+    /// fetch, or fewer files than sessions), and one `prepare` started for a listing that never came.
     public func finishRun() async {
+        await logInAhead.closeUntaken()
         let idle = self.idle
         await Blocking.run { idle.closeAll() }
     }

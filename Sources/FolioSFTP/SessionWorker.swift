@@ -11,10 +11,21 @@ final class SessionWorker: @unchecked Sendable {
     private let queue: DispatchQueue
     private let endpoint: SFTPEndpoint
     private var session: SSHSession?
+    /// Why the log-in `openAhead` started failed, for the first `run` to throw.
+    private var failedLogIn: SourceError?
 
     init(endpoint: SFTPEndpoint, label: String) {
         self.endpoint = endpoint
         queue = DispatchQueue(label: "folio.sftp.\(label)")
+    }
+
+    /// Starts opening the session now, on the queue, and returns at once; the first `run` waits for it. A log-in
+    /// that fails is not tried again: that `run` throws its error.
+    func openAhead() {
+        queue.async {
+            guard self.session == nil else { return }
+            do throws(SourceError) { self.session = try SSHSession.open(self.endpoint) } catch { self.failedLogIn = error }
+        }
     }
 
     /// Runs blocking work with the session on the worker's queue and resumes the caller with its result.
@@ -22,6 +33,10 @@ final class SessionWorker: @unchecked Sendable {
         try await withCheckedThrowingContinuation { continuation in
             queue.async {
                 do {
+                    if let failure = self.failedLogIn {
+                        self.failedLogIn = nil
+                        throw failure
+                    }
                     let session = try self.session ?? SSHSession.open(self.endpoint)
                     self.session = session
                     continuation.resume(returning: try session.interruptibly(doing: "listing \(session.endpoint.url())") { try body(session) })

@@ -15,6 +15,8 @@ final class SocketInterrupter: Sendable {
         var sockets: Set<Int32> = []
         /// Sockets of transfers, cut `transferGrace` after the stop if still watched then.
         var transfers: Set<Int32> = []
+        /// Interrupters that a stop of this one stops too (`child`).
+        var children: [SocketInterrupter] = []
     }
 
     /// How long a transfer in flight has to reach the end of its chunk after a stop. Why 2 s: a chunk (1 MiB at
@@ -57,17 +59,31 @@ final class SocketInterrupter: Sendable {
         }
     }
 
+    /// An interrupter that this one's `interrupt` stops too, and that can be stopped alone: for work that may be
+    /// given up on its own (a log-in started ahead that no listing took).
+    func child() -> SocketInterrupter {
+        let child = SocketInterrupter()
+        let stopped = state.withLock { state in
+            if !state.interrupted { state.children.append(child) }
+            return state.interrupted
+        }
+        if stopped { child.interrupt() }
+        return child
+    }
+
     /// Shuts down every watched socket but the transfers' at once, and those still watched `transferGrace` later;
-    /// refuses to watch any more.
+    /// refuses to watch any more. Stops the children too.
     func interrupt() {
         // Why under the lock: an owner unwatches its socket before closing it, and unwatching waits for this
         // lock, so a descriptor is never shut down after it was closed and reused for another file or connection.
-        let first = state.withLock { state in
+        let (first, children) = state.withLock { state in
             defer { state.interrupted = true }
             for socket in state.sockets { _ = Glibc.shutdown(socket, Int32(SHUT_RDWR)) }
-            return !state.interrupted
+            return (!state.interrupted, state.children)
         }
         guard first else { return }
+        // Why outside the lock: a child takes its own, and never this one's.
+        for child in children { child.interrupt() }
         DispatchQueue.global().asyncAfter(deadline: .now() + Self.transferGrace) { [self] in
             state.withLock { state in
                 for socket in state.transfers { _ = Glibc.shutdown(socket, Int32(SHUT_RDWR)) }

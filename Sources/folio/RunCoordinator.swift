@@ -97,9 +97,15 @@ struct RunCoordinator {
         case .success(let held):
             let progress = TransferProgress()
             reporter.watch(target: target.name, progress: progress)
-            let report = stopper.register(progress)
-                ? await engine.run(target, source: source, options: options, progress: progress)
-                : failed(target, "stopped before it started", result: .interrupted)
+            let report: RunReport
+            if stopper.register(progress) {
+                // Why only now, with the lock held: a run that waits for the lock (or gives up on it) would hold a
+                // log-in it may never use, idle for as long as the other run lasts.
+                source.prepare()
+                report = await engine.run(target, source: source, options: options, progress: progress)
+            } else {
+                report = failed(target, "stopped before it started", result: .interrupted)
+            }
             // By hand only: the daemon would make and take away a folder that a media server may watch at every
             // interval while the source is down; by hand, one failed run must not leave a new, empty folder.
             if let held, report.result == .failed || report.result == .interrupted {

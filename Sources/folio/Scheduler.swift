@@ -250,6 +250,9 @@ actor Scheduler: Service {
         case .success(let held):
             let progress = TransferProgress()
             reporter.watch(target: target.name, progress: progress)
+            // Why only now, with the lock held: a busy target is retried later, and a log-in started for it would
+            // wait unused (see `RunCoordinator`).
+            source.prepare()
             let report = await engine.run(target, source: source, options: SyncEngine.RunOptions(trigger: .automatic), progress: progress)
             // The lock covers the run only; it is released here, before the hook, which may take its time.
             withExtendedLifetime(held) {}

@@ -376,6 +376,27 @@ final class MirrorEndToEndTests: XCTestCase {
         assertCtrlCDuringTheListingInterrupts("sftp://127.0.0.1:\(port)/x", pause: 300_000)
     }
 
+    /// A run that fails before it lists (its destination's `.folio/trash` is a file) gives up the SSH log-in it
+    /// started ahead of the listing (`Source.prepare`): it ends at once with the destination's error, rather than
+    /// waiting out `--timeout` on a server that holds the log-in (it takes the connection and never answers).
+    func testARunThatFailsBeforeListingDoesNotWaitForTheLogInItStartedAhead() throws {
+        let (listener, port) = try LoopbackServer.listeningSocket()
+        defer { close(listener) }
+        FixtureTree.write(work.path("dst"), ".folio/trash", "a file where the trash folder goes")
+        let running = FolioBinary.start(["mirror", "sftp://127.0.0.1:\(port)/x", work.path("dst"), "--timeout", "600"], environment: environment)
+        // Not a timing: the run ends at once or after the 600 s, and 60 s tells the two apart on any machine.
+        let deadline = Date().addingTimeInterval(60)
+        while running.process.isRunning, Date() < deadline { usleep(20_000) }
+        if running.process.isRunning {
+            kill(running.process.processIdentifier, SIGKILL)
+            XCTFail("the run still waited on its log-in after 60 s")
+        }
+        running.process.waitUntilExit()
+        let stderr = String(decoding: running.standardErrorPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        XCTAssertEqual(running.process.terminationStatus, 1, stderr)
+        XCTAssertEqual(stderr, "mirror:\(work.path("dst")): failed: cannot open \(work.path("dst"))/.folio/trash: Not a directory\n")
+    }
+
     /// Mirrors `source` with a 60 s timeout, sends SIGINT `pause` µs after the listing began (its event is out,
     /// so the stop handler is in place), and checks that the run ends interrupted (exit 1) and leaves no folder.
     private func assertCtrlCDuringTheListingInterrupts(_ source: String, pause: useconds_t = 0, file: StaticString = #filePath, line: UInt = #line) {
