@@ -1,5 +1,6 @@
 /// Byte counts and rates for people: "1.2 GiB", "38 MB/s".
 public enum ByteCount {
+    /// `bytes` in binary units: `512 B`, `1.5 KiB`, `120 MiB` (one decimal below 100 of a unit).
     public static func format(_ bytes: Int64) -> String {
         let units = ["B", "KiB", "MiB", "GiB", "TiB"]
         var value = Double(bytes)
@@ -12,6 +13,7 @@ public enum ByteCount {
         return value >= 100 ? "\(Int(value.rounded())) \(units[unit])" : "\(String(format1: value)) \(units[unit])"
     }
 
+    /// A rate in bytes per second, as `format` writes it plus `/s`: `38.2 MiB/s`.
     public static func rate(_ bytesPerSecond: Double) -> String {
         format(Int64(bytesPerSecond)) + "/s"
     }

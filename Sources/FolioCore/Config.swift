@@ -6,13 +6,17 @@ public struct Config: Sendable, Equatable {
     public var file: String
     /// `state-dir`; nil means the default (see `StateLocation`).
     public var stateDirectory: String?
+    /// `parallel-targets`: how many targets the daemon runs at once (1 to 64, default 2).
     public var parallelTargets = 2
+    /// `log-level`: the daemon's log level (trace, debug, info, notice, warning or error; default info).
     public var logLevel = "info"
+    /// The `[[target]]` tables, in file order.
     public var targets: [TargetConfig]
     /// Lines (`file:line: …`) about settings that are harmless but probably a mistake (a source setting its target's
     /// source does not use); the commands that run targets print them, and the daemon logs them.
     public var warnings: [String] = []
 
+    /// A configuration with these targets and the defaults for everything else.
     public init(file: String, stateDirectory: String? = nil, targets: [TargetConfig]) {
         self.file = file
         self.stateDirectory = stateDirectory
@@ -80,16 +84,21 @@ public struct Config: Sendable, Equatable {
 
 /// A configuration mistake: where it is and what to write instead. Exit code 2.
 public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The configuration file's path.
     public var file: String
+    /// The 1-based line of the mistake; nil when it concerns the file as a whole.
     public var line: Int?
+    /// What is wrong and what to write instead.
     public var message: String
 
+    /// Creates an error from where it is and what it says.
     public init(file: String, line: Int?, message: String) {
         self.file = file
         self.line = line
         self.message = message
     }
 
+    /// `file:line: message`, or `file: message` when there is no line.
     public var description: String {
         if let line { return "\(file):\(line): \(message)" }
         return "\(file): \(message)"

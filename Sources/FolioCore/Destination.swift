@@ -9,6 +9,7 @@ import Glibc
 /// all queue on one folder's lock to create and rename), `<root>/.folio/trash/<run>/` what a run removed or
 /// replaced, in the same tree shape.
 public final class Destination: Sendable {
+    /// The destination folder's path as given: opened once by `init`, then used to name things in messages.
     public let path: String
     let rootFD: Int32
     let partialFD: Int32

@@ -2,6 +2,8 @@ import Foundation
 
 /// Durations written as "90s", "15m", "2h", "1d" or combined ("1h30m").
 public enum DurationText {
+    /// The number of seconds `text` says ("90s" → 90, "1h30m" → 5400); nil for anything else: empty text,
+    /// a number without a unit, a space, an unknown unit, or a number of 10,000,000 or more.
     public static func seconds(_ text: String) -> Int? {
         var total = 0, number = 0, sawDigit = false, sawUnit = false
         for c in text {

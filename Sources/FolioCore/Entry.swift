@@ -1,8 +1,10 @@
 /// One thing in a tree: a file, a folder or a symbolic link, as a source lists it or as the destination holds it.
 public struct Entry: Hashable, Sendable {
+    /// What an entry is. The raw value is what the state database stores.
     public enum Kind: UInt8, Sendable, CustomStringConvertible {
         case file = 0, folder = 1, symlink = 2
 
+        /// `file`, `folder` or `symlink`.
         public var description: String {
             switch self {
             case .file: "file"
@@ -14,12 +16,16 @@ public struct Entry: Hashable, Sendable {
 
     // Stored properties are ordered for packing (the one-byte fields last, validator and checksum behind one
     // `EntryTokens` reference): a snapshot holds one per entry, 48 bytes each in an array instead of 64.
+    /// Where the entry is, relative to the target's root.
     public var path: RelativePath
     /// Bytes; 0 for folders.
     public var size: Int64
+    /// The modification time; `FileTime.unknown` when the source does not give one.
     public var mtime: FileTime
     private var tokens: EntryTokens?
+    /// File, folder or symbolic link.
     public var kind: Kind
+    /// How finely `mtime` is known (the source's precision); two times compare at the coarser of theirs.
     public var precision: TimePrecision
 
     /// A token that changes whenever the content does (an HTTP ETag); nil when the source has none.
@@ -34,6 +40,7 @@ public struct Entry: Hashable, Sendable {
         set { tokens = EntryTokens.make(validator: validator, checksum: newValue) }
     }
 
+    /// Creates an entry from what a listing says; `size` stays 0 for folders.
     public init(
         path: RelativePath, kind: Kind, size: Int64 = 0, mtime: FileTime, precision: TimePrecision = .nanosecond,
         validator: String? = nil, checksum: String? = nil

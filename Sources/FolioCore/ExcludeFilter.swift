@@ -14,6 +14,7 @@ public struct ExcludeFilter: Sendable, Equatable {
     /// The globs as written, for messages and the state database.
     public let globs: [String]
 
+    /// Compiles `globs`; an empty one (or a lone `/`) is dropped.
     public init(_ globs: [String] = []) {
         self.globs = globs
         patterns = globs.compactMap { glob in
@@ -32,6 +33,7 @@ public struct ExcludeFilter: Sendable, Equatable {
         }
     }
 
+    /// Whether no pattern is left, so nothing is excluded.
     public var isEmpty: Bool { patterns.isEmpty }
 
     /// Whether an entry is excluded. Callers check folders before descending, so children of an excluded

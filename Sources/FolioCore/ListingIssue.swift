@@ -1,5 +1,6 @@
 /// Something a listing could not fully do.
 public struct ListingIssue: Sendable, Hashable, CustomStringConvertible {
+    /// What kind of issue, with the reason (or, for a normalisation clash, the other name).
     public enum Kind: Sendable, Hashable {
         /// A folder (or the entry itself) could not be read: nothing may be removed on its account.
         case unreadable(String)
@@ -12,8 +13,10 @@ public struct ListingIssue: Sendable, Hashable, CustomStringConvertible {
     }
     /// Where, as display text (the path may not be a valid `RelativePath`).
     public var path: String
+    /// What happened there.
     public var kind: Kind
 
+    /// An issue at `path`.
     public init(path: String, kind: Kind) {
         self.path = path
         self.kind = kind
@@ -32,6 +35,7 @@ public struct ListingIssue: Sendable, Hashable, CustomStringConvertible {
         ListingIssue(path: path.description, kind: .unreadable("cannot resolve the symbolic link: \(reason)"))
     }
 
+    /// Whether this issue holds back removals: true for `.unreadable`, whose contents are unknown.
     public var blocksRemovals: Bool {
         if case .unreadable = kind { return true }
         return false
@@ -62,6 +66,7 @@ public struct ListingIssue: Sendable, Hashable, CustomStringConvertible {
         return lines
     }
 
+    /// One line for people, e.g. `cannot list photos/2019: permission denied` or `skipped a/b: …`.
     public var description: String {
         switch kind {
         case .unreadable(let why): "cannot list \(path): \(why)"

@@ -8,7 +8,9 @@ public struct ListingOptions: Sendable {
         case follow
     }
 
+    /// Whether symbolic links on the source are left out or followed.
     public var symlinks: SymlinkPolicy
+    /// The target's `exclude` globs: matching entries are left out of the listing.
     public var exclude: ExcludeFilter
     /// How many folders a source may list at once.
     public var parallelism: Int
@@ -16,6 +18,7 @@ public struct ListingOptions: Sendable {
     /// `SourceFeatures.listsAhead`.
     public var hints = ListingHints()
 
+    /// Options for one listing; `hints` start empty.
     public init(symlinks: SymlinkPolicy = .skip, exclude: ExcludeFilter = ExcludeFilter(), parallelism: Int = 4) {
         self.symlinks = symlinks
         self.exclude = exclude

@@ -4,18 +4,25 @@ import Glibc
 
 /// A folder on this machine (or a mounted share) as a source: a plain path or a `file://` URL.
 public struct LocalSource: Source {
+    /// The source folder's path, without a trailing `/` (except for `/` itself).
     public let rootPath: String
     private let symlinks: ListingOptions.SymlinkPolicy
 
+    /// A source at `rootPath`. `symlinks` lets downloads open a file through a symbolic link; the listing follows
+    /// `ListingOptions.symlinks`.
     public init(rootPath: String, symlinks: ListingOptions.SymlinkPolicy = .skip) {
         self.rootPath = rootPath.count > 1 && rootPath.hasSuffix("/") ? String(rootPath.dropLast()) : rootPath
         self.symlinks = symlinks
     }
 
+    /// The folder's path.
     public var displayName: String { rootPath }
 
+    /// Nanosecond times, no checksums, resumable downloads.
     public var features: SourceFeatures { SourceFeatures(mtimePrecision: .nanosecond, checksums: false, resumable: true) }
 
+    /// Walks the folder on threads of its own (`TreeWalker`, `options.parallelism` of them). Throws `.notFound`,
+    /// `.permission` or `.localIO` when the root cannot be opened.
     public func snapshot(options: ListingOptions) async throws -> Snapshot {
         let root = rootPath
         let walker = TreeWalker(rootPath: root, symlinks: options.symlinks, exclude: options.exclude,
@@ -46,6 +53,7 @@ public struct LocalSource: Source {
         }
     }
 
+    /// Opens the root folder for one download worker; throws as `snapshot` does when it cannot.
     public func makeConnection() throws -> any SourceConnection {
         let fd = open(rootPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw Self.rootError(rootPath, errno: errno) }

@@ -25,13 +25,16 @@ public final class MemorySource: Source {
         var afterDownload: [RelativePath: @Sendable () -> Void] = [:]
     }
 
+    /// What the source says it can do, as the test set it.
     public let features: SourceFeatures
 
+    /// An empty source with `features` (by default nanosecond times, no batches).
     public init(features: SourceFeatures = SourceFeatures(mtimePrecision: .nanosecond)) {
         self.features = features
         state = Mutex(State())
     }
 
+    /// Always `memory://`.
     public var displayName: String { "memory://" }
 
     /// Adds or replaces a file; its folders are added too.
@@ -50,6 +53,7 @@ public final class MemorySource: Source {
         }
     }
 
+    /// Adds or replaces a folder (its parent folders are not added).
     public func setFolder(_ path: String, mtime: FileTime = FileTime(seconds: 1_600_000_000)) {
         let relative = try! RelativePath(validating: path)
         state.withLock { $0.entries[relative] = Entry(path: relative, kind: .folder, mtime: mtime) }
@@ -71,8 +75,10 @@ public final class MemorySource: Source {
         state.withLock { $0.unreadable.append(try! RelativePath(validating: path)) }
     }
 
+    /// Makes `snapshot` throw `error`, as an unreachable root does; nil lists again.
     public func failRoot(with error: SourceError?) { state.withLock { $0.rootError = error } }
 
+    /// Makes every download of `path` throw `error` (a batch leaves the file out); nil lets it through again.
     public func failDownload(_ path: String, with error: SourceError?) {
         state.withLock { $0.failingDownloads[try! RelativePath(validating: path)] = error }
     }
@@ -109,6 +115,8 @@ public final class MemorySource: Source {
     /// Every batch asked for so far (with `features.batchDownloads`): its paths, in order.
     public var batches: [[RelativePath]] { state.withLock { $0.batches } }
 
+    /// Lists the entries set so far, minus excluded ones and what is below a folder made unreadable (which is
+    /// reported as `.unreadable`). Throws the error set by `failRoot`.
     public func snapshot(options: ListingOptions) async throws -> Snapshot {
         try state.withLock { state in
             if let error = state.rootError { throw error }
@@ -138,6 +146,7 @@ public final class MemorySource: Source {
     /// How many connections the engine has opened.
     public var connections: Int { state.withLock { $0.connections } }
 
+    /// Opens a connection numbered in the order opened (counted in `connections`).
     public func makeConnection() throws -> any SourceConnection {
         let number = state.withLock { state in
             state.connections += 1

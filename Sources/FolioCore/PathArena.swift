@@ -11,6 +11,7 @@ public struct PathArena {
     private var block: PathBlock?
     private var used = 0
 
+    /// An empty arena; its first path allocates the first block.
     public init() {}
 
     /// Room for `count` bytes: the block and the offset to write them at. A long path gets a block of its own,

@@ -2,26 +2,33 @@
 /// local file it left, so a later run can tell "unchanged", "changed on the source" and "changed here" apart.
 public struct RecordedEntry: Sendable, Hashable {
     // The one-byte field last, validator and checksum behind one reference: the record holds one per entry.
+    /// Where the entry is, relative to the target's root.
     public var path: RelativePath
     /// The source's size, mtime, validator and checksum at the time of copying.
     public var size: Int64
+    /// The source's mtime when it was copied.
     public var mtime: FileTime
     private var tokens: EntryTokens?
     /// The local file Folio left: its inode and mtime.
     public var localInode: UInt64
+    /// The local copy's mtime as Folio left it.
     public var localMtime: FileTime
+    /// File, folder or symbolic link, as the source listed it.
     public var kind: Entry.Kind
 
+    /// The source's validator (an ETag) when it was copied; nil when it had none.
     public var validator: String? {
         get { tokens?.validator }
         set { tokens = EntryTokens.make(validator: newValue, checksum: checksum) }
     }
 
+    /// The source's checksum when it was copied; nil when it had none.
     public var checksum: String? {
         get { tokens?.checksum }
         set { tokens = EntryTokens.make(validator: validator, checksum: newValue) }
     }
 
+    /// Creates a record from its fields, as the state database stores them.
     public init(path: RelativePath, kind: Entry.Kind, size: Int64, mtime: FileTime, validator: String?, checksum: String?,
                 localInode: UInt64, localMtime: FileTime) {
         self.path = path

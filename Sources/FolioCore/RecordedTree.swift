@@ -21,7 +21,9 @@ public struct RecordedTree: Sendable, Sequence {
         self.entries = sorted
     }
 
+    /// The number of recorded entries.
     public var count: Int { entries.count }
+    /// Whether nothing is recorded (a first run, or a target that starts over).
     public var isEmpty: Bool { entries.isEmpty }
 
     /// The recorded entry at `path`, if any.
@@ -29,5 +31,6 @@ public struct RecordedTree: Sendable, Sequence {
         path.withBytes { bytes in entries.index(ofPath: bytes) { $0.path } }.map { entries[$0] }
     }
 
+    /// The records in path order.
     public func makeIterator() -> IndexingIterator<[RecordedEntry]> { entries.makeIterator() }
 }

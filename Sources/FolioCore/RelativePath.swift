@@ -48,10 +48,12 @@ public struct RelativePath: Hashable, Sendable, Comparable, CustomStringConverti
         try block.withBytes(start: Int(start), count: Int(length), body)
     }
 
+    /// Equal when the bytes are; two shares of one block at one offset answer without comparing them.
     public static func == (lhs: RelativePath, rhs: RelativePath) -> Bool {
         lhs.length == rhs.length && (lhs.block === rhs.block && lhs.start == rhs.start || compare(lhs, rhs) == 0)
     }
 
+    /// Hashes the path's bytes.
     public func hash(into hasher: inout Hasher) {
         withBytes { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
     }
@@ -122,6 +124,7 @@ public struct RelativePath: Hashable, Sendable, Comparable, CustomStringConverti
         return nil
     }
 
+    /// Whether this is the target's root (the empty path).
     public var isRoot: Bool { length == 0 }
 
     /// The number of names in the path (0 for the root).
@@ -241,6 +244,7 @@ public struct RelativePath: Hashable, Sendable, Comparable, CustomStringConverti
 
 /// A name or path that Folio refuses to use, and why.
 public struct NameError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What is wrong with a name; the raw value ends the message (`name ".." is . or ..`).
     public enum Problem: String, Sendable {
         case empty = "is empty"
         case dotName = "is . or .."
@@ -249,9 +253,12 @@ public struct NameError: Error, Sendable, Equatable, CustomStringConvertible {
         case controlCharacter = "contains a control character"
         case tooLong = "is too long"
     }
+    /// What is wrong.
     public var problem: Problem
+    /// The refused bytes: the name, or the whole path when a path was validated at once.
     public var name: [UInt8]
 
+    /// `name "<bytes>" <problem>`, e.g. `name "a/\x01" contains a control character`; unprintable bytes escaped.
     public var description: String { "name \"\(RelativePath.display(name))\" \(problem.rawValue)" }
 }
 

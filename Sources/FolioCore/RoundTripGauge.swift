@@ -6,6 +6,7 @@ public final class RoundTripGauge: Sendable {
     // Why a Mutex: every listing and download thread of a source records its turns here.
     private let quickest = Mutex<Duration?>(nil)
 
+    /// A gauge with no turn recorded yet.
     public init() {}
 
     /// Notes one turn: a request sent and its answer back (the server's own work included).

@@ -3,6 +3,7 @@ import Foundation
 /// The outcome of one run of one target: what the summary line, the NDJSON `target-done` event, the exit code
 /// and the state database's run row are made of.
 public struct RunReport: Sendable {
+    /// How a run ended. The raw value is what NDJSON and the state database's run row say.
     public enum Result: String, Sendable {
         /// The destination now matches the source.
         case synced
@@ -16,9 +17,11 @@ public struct RunReport: Sendable {
         case interrupted
     }
 
+    /// The target's name.
     public var target: String
     /// The run's id in the state database; nil for a dry run, or one that could not be recorded.
     public var runID: Int64?
+    /// How the run ended; `.synced` until something says otherwise.
     public var result: Result = .synced
     /// New files.
     public var downloaded = 0
@@ -28,6 +31,7 @@ public struct RunReport: Sendable {
     public var removed = 0
     /// Local files that Folio did not write or that changed since, moved to the trash before being replaced.
     public var trashed = 0
+    /// Folders created (in a dry run, folders that would be).
     public var createdFolders = 0
     /// Bytes copied this run.
     public var bytes: Int64 = 0
@@ -43,12 +47,16 @@ public struct RunReport: Sendable {
     public var issues: [ListingIssue] = []
     /// Removals held back because the listing was incomplete.
     public var withheldRemovals = 0
+    /// When the run started (wall clock).
     public var startedAt = Date()
+    /// How long the run took, in seconds; set when it finishes.
     public var seconds: Double = 0
     /// Where removed and replaced files went, if anywhere.
     public var trashFolder: String?
+    /// Whether this was a `--dry-run`: the counts say what a run would do; nothing was written or recorded.
     public var dryRun = false
 
+    /// A report for the target named `target`, before anything has happened.
     public init(target: String) { self.target = target }
 
     /// Files that failed, plus, in a run that went to its end, the parts of the source the listing could not read

@@ -40,11 +40,14 @@ public enum RunSchedule {
 
     /// A target the scheduler could start.
     public struct Candidate: Sendable, Equatable {
+        /// The target's name.
         public var name: String
         /// The source's host, or nil for a local source (which shares no connection cap).
         public var host: String?
+        /// When the target is due to run.
         public var due: Date
 
+        /// A candidate from its name, host and due time.
         public init(name: String, host: String?, due: Date) {
             self.name = name
             self.host = host

@@ -5,6 +5,8 @@ import Foundation
 /// An absolute path is read as is; a bare name is looked up in `$CREDENTIALS_DIRECTORY`, where systemd's
 /// `LoadCredential=` puts secrets. Trailing newlines are dropped. The secret is never part of an error message.
 public enum SecretFile {
+    /// The secret in `path` (see `resolvedPath`), trailing CR and LF bytes dropped. `what` names the setting in errors
+    /// (e.g. `password-file`). Throws `.authentication` when the file cannot be found or read.
     public static func read(_ path: String, what: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> String {
         guard let resolved = resolvedPath(path, environment: environment) else {
             throw SourceError(.authentication, "\(what) \"\(path)\" is not an absolute path and $CREDENTIALS_DIRECTORY is not set; give the file's absolute path")

@@ -5,11 +5,16 @@ public struct SnapshotBuilder: Sendable {
     private var entries: [Entry] = []
     private var issues: [ListingIssue] = []
 
+    /// An empty builder with room for `capacity` entries.
     public init(reservingCapacity capacity: Int = 0) { entries.reserveCapacity(capacity) }
 
+    /// Adds one listed entry, in any order.
     public mutating func append(_ entry: Entry) { entries.append(entry) }
+    /// Adds one listing issue.
     public mutating func note(_ issue: ListingIssue) { issues.append(issue) }
+    /// Adds several listing issues.
     public mutating func note(contentsOf more: [ListingIssue]) { issues.append(contentsOf: more) }
+    /// Takes in another builder's entries and issues (one listing thread's share).
     public mutating func merge(_ other: SnapshotBuilder) {
         entries.append(contentsOf: other.entries)
         issues.append(contentsOf: other.issues)

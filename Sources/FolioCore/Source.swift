@@ -42,9 +42,13 @@ public protocol Source: Sendable {
 }
 
 extension Source {
+    /// By default, nothing to start ahead.
     public func prepare() {}
+    /// By default, nothing is kept open, so there is nothing to close.
     public func finishRun() async {}
+    /// By default, nothing to cut short.
     public func interrupt() {}
+    /// By default nil: no link.
     public var roundTrip: Duration? { nil }
 }
 
@@ -69,6 +73,7 @@ public protocol SourceConnection: AnyObject {
 }
 
 extension SourceConnection {
+    /// By default, fetches nothing: the engine then fetches each file on its own.
     public func download(batch: DownloadBatch) throws {}
 }
 
@@ -98,6 +103,7 @@ public struct SourceFeatures: Sendable, Equatable {
     /// the engine then reads the memo alone, not the record's folders.
     public var readsMemo: Bool
 
+    /// Features from their values; only `mtimePrecision` is required, and `resumable` is the one flag on by default.
     public init(mtimePrecision: TimePrecision, checksums: Bool = false, resumable: Bool = true, batchDownloads: Bool = false,
                 costlyConnections: Bool = false, parallelBatches: Bool = false, listsAhead: Bool = false, readsMemo: Bool = false) {
         self.mtimePrecision = mtimePrecision

@@ -1,5 +1,6 @@
 /// Where a source is, parsed from the text a user wrote: a local path, `file://`, `sftp://` or `http(s)://`.
 public struct SourceLocation: Sendable, Equatable, CustomStringConvertible {
+    /// Which kind of source, with the parts parsed from the text.
     public enum Kind: Sendable, Equatable {
         /// An absolute local path (a folder or a mounted share).
         case local(String)
@@ -9,14 +10,19 @@ public struct SourceLocation: Sendable, Equatable, CustomStringConvertible {
         case http(secure: Bool, host: String, port: Int, path: String, url: String)
     }
 
+    /// What the text names.
     public var kind: Kind
     /// The text as written, minus any `user:password@` credentials.
     public var description: String
 
+    /// Why the text is not a source Folio can use.
     public struct ParseError: Error, Sendable {
+        /// One line naming the problem and what to write instead.
         public var message: String
     }
 
+    /// Parses a source as written: an absolute path, `file://`, `sftp://` or `http(s)://`. Throws for anything else,
+    /// and for a URL with a password, a query, a bad port or a bad %-escape.
     public init(parsing text: String) throws(ParseError) {
         if text.hasPrefix("/") {
             kind = .local(text)

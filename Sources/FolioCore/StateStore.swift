@@ -41,8 +41,11 @@ public protocol StateStore: Sendable {
 
 /// A state database that cannot be used: corrupt, newer than this Folio, unwritable. Fails the run (exit 1).
 public struct StateError: Error, Sendable, CustomStringConvertible {
+    /// One line for people: what is wrong with the database and, where there is one, the way out.
     public var message: String
+    /// An error with `message`.
     public init(_ message: String) { self.message = message }
+    /// The message alone.
     public var description: String { message }
 }
 

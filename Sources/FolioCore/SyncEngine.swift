@@ -8,9 +8,12 @@ import Foundation
 /// destination lives here: nothing is removed on an incomplete listing or past `max-delete`, removed and
 /// replaced files go to the trash, files appear under their final names only when complete.
 public struct SyncEngine: Sendable {
+    /// Where runs and what they wrote are recorded (the state database).
     public let state: any StateStore
+    /// Receives every run's events: progress display, NDJSON, the daemon's log.
     public let events: any SyncEventSink
 
+    /// An engine that records in `state` and reports to `events`.
     public init(state: any StateStore, events: any SyncEventSink) {
         self.state = state
         self.events = events
@@ -18,11 +21,14 @@ public struct SyncEngine: Sendable {
 
     /// Options of one run.
     public struct RunOptions: Sendable {
+        /// What started the run; recorded with it.
         public var trigger: TargetConfig.Trigger
+        /// Plans and reports only: nothing is written to the destination or the state database.
         public var dryRun: Bool
         /// Lets a run past the `max-delete` and empty-source guards.
         public var force: Bool
 
+        /// Options for one run; neither a dry run nor forced unless asked.
         public init(trigger: TargetConfig.Trigger, dryRun: Bool = false, force: Bool = false) {
             self.trigger = trigger
             self.dryRun = dryRun

@@ -1,15 +1,21 @@
 /// What a run tells its observer (the progress display, the NDJSON writer, the daemon's log), in order.
 public enum SyncEvent: Sendable {
+    /// A stage of a run, in the order they come; the raw value is what progress displays show.
     public enum Stage: String, Sendable {
         case listing, planning, removing, creating, downloading, finishing
     }
 
     /// What the plan will do, once it is known.
     public struct PlanSummary: Sendable {
+        /// Files to download.
         public var downloads: Int
+        /// Their total size, in bytes.
         public var downloadBytes: Int64
+        /// Entries to remove, a folder counting with everything below it.
         public var removals: Int
+        /// Folders to create.
         public var folders: Int
+        /// Files whose modification time alone is to be set.
         public var mtimeFixes: Int
     }
 

@@ -2,13 +2,16 @@
 public struct SyncPlan: Sendable {
     /// Something on the destination to move to the trash (with everything below it), deepest first.
     public struct Removal: Sendable, Hashable {
+        /// Why something is removed.
         public enum Reason: Sendable, Hashable {
             /// The source no longer has it.
             case goneFromSource
             /// The source has something of another kind at this path.
             case typeChange
         }
+        /// The local file, folder or link to remove, as the scan found it.
         public var item: LocalItem
+        /// Why it goes.
         public var reason: Reason
         /// Entries this removal takes away: 1, or the folder and everything below it.
         public var entryCount: Int
@@ -18,11 +21,13 @@ public struct SyncPlan: Sendable {
 
     /// A file to copy from the source.
     public struct Download: Sendable, Hashable {
+        /// The source entry to fetch.
         public var entry: Entry
         /// What the download replaces, boxed: most downloads of a big run replace nothing, and an inline
         /// `LocalItem?` doubled each element (88 bytes, 8.8 MB at 100,000 files, at the run's memory peak).
         private var replacement: Replacement?
 
+        /// A download that replaces `replacing` (nil for a new file); `hasLocalChanges` counts only with a replacement.
         public init(entry: Entry, replacing: LocalItem?, hasLocalChanges: Bool) {
             self.entry = entry
             replacement = replacing.map { Replacement(item: $0, hasLocalChanges: hasLocalChanges) }
@@ -53,9 +58,11 @@ public struct SyncPlan: Sendable {
         }
     }
 
+    /// Things to move to the trash, deepest first.
     public var removals: [Removal] = []
     /// Folders to create, shallowest first.
     public var folders: [Entry] = []
+    /// Files to copy from the source.
     public var downloads: [Download] = []
     /// Files whose content is known equal but whose mtime differs: only the time is set.
     public var mtimeFixes: [(entry: Entry, local: LocalItem)] = []
@@ -74,6 +81,7 @@ public struct SyncPlan: Sendable {
     /// Files already in step.
     public var unchangedFiles = 0
 
+    /// An empty plan.
     public init() {}
 
     /// Entries the removals take away in total.
@@ -84,10 +92,12 @@ public struct SyncPlan: Sendable {
         removals.isEmpty && folders.isEmpty && downloads.isEmpty && mtimeFixes.isEmpty && folderTimes.isEmpty
     }
 
+    /// The downloads' total size in bytes (whole files, resumed ones included).
     public var downloadBytes: Int64 { downloads.reduce(0) { $0 + $1.entry.size } }
 }
 
 extension SyncPlan.Download {
+    /// A download of a new file, replacing nothing.
     public init(entry: Entry) {
         self.init(entry: entry, replacing: nil, hasLocalChanges: false)
     }

@@ -4,6 +4,7 @@ public struct TargetConfig: Sendable, Equatable {
     public enum Mode: String, Sendable, CaseIterable {
         case manual, automatic, both
 
+        /// Whether a run started by `trigger` runs a target of this mode.
         public func includes(_ trigger: Trigger) -> Bool {
             self == .both || (self == .manual && trigger == .manual) || (self == .automatic && trigger == .automatic)
         }
@@ -14,20 +15,28 @@ public struct TargetConfig: Sendable, Equatable {
         case manual, automatic
     }
 
+    /// The target's name (a-z, 0-9, `.`, `_`, `-`): how commands, logs and the state database refer to it.
     public var name: String
     /// The source as written: a path, `file://`, `sftp://` or `http(s)://` URL.
     public var source: String
     /// An absolute path on this machine.
     public var destination: String
+    /// Which triggers pick it: the daemon's schedule (automatic), `folio sync --now` without target names (manual),
+    /// or both.
     public var mode: Mode = .both
+    /// When false, neither the daemon nor `folio sync --now` without names runs it; naming it still does.
     public var enabled = true
     /// Seconds between the end of one automatic run and the start of the next.
     public var interval: Int = 3_600
     /// Parallel downloads; nil chooses them from the link (see `downloadWorkers(roundTrip:)`).
     public var transfers: Int?
+    /// How much one run may remove before it refuses (default 50% of the destination's entries); `--force` overrides.
     public var maxDelete: MaxDelete = .percent(50)
+    /// Days a run's trash folder is kept (default 30); 0 deletes removed and replaced files instead of trashing them.
     public var trashDays: Int = 30
+    /// The `exclude` globs as written (see `ExcludeFilter`).
     public var exclude: [String] = []
+    /// Whether symbolic links on the source are skipped (the default) or followed; HTTP sources ignore it.
     public var symlinks: ListingOptions.SymlinkPolicy = .skip
     /// Seconds a network operation may take before the connection counts as dead.
     public var timeout: Int = 30
@@ -36,6 +45,7 @@ public struct TargetConfig: Sendable, Equatable {
     /// Seconds `onChange` may run before it is stopped: the target's schedule waits for it, so a hook that hangs
     /// must not hold the target back for good.
     public var onChangeTimeout: Int = 900
+    /// The settings only some sources read: keys, secret files, known_hosts, WebDAV, TLS, request limits.
     public var sourceSettings = SourceSettings()
 
     /// Downloads at once when `transfers` is unset and the link is near (or unknown).
@@ -78,6 +88,7 @@ public struct TargetConfig: Sendable, Equatable {
         return nil
     }
 
+    /// A target with these three and the defaults for everything else.
     public init(name: String, source: String, destination: String) {
         self.name = name
         self.source = source
@@ -98,6 +109,7 @@ public enum MaxDelete: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// `50%` for a percentage, the bare number for a count.
     public var description: String {
         switch self {
         case .percent(let p): "\(p)%"
@@ -132,5 +144,6 @@ public struct SourceSettings: Sendable, Equatable {
     /// when that is more).
     public var connections: Int?
 
+    /// No setting given (TLS certificates checked).
     public init() {}
 }

@@ -10,15 +10,21 @@ public final class TransferProgress: Sendable {
     private let cancelled = Atomic<Bool>(false)
     private let active = Mutex<[RelativePath]>([])
 
+    /// Counters at zero, nothing in flight, not cancelled.
     public init() {}
 
+    /// Bytes written by downloads so far this run (a batch abandoned midway takes its bytes back).
     public var bytesDone: Int64 { bytes.load(ordering: .relaxed) }
+    /// Files installed under their final names so far this run.
     public var filesDone: Int { files.load(ordering: .relaxed) }
+    /// Whether `cancel()` was called; workers check it between chunks.
     public var isCancelled: Bool { cancelled.load(ordering: .relaxed) }
     /// The files being copied right now.
     public var inFlight: [RelativePath] { active.withLock { $0 } }
 
+    /// Counts `count` more bytes written (negative to take back a discarded batch's).
     public func add(bytes count: Int64) { bytes.add(count, ordering: .relaxed) }
+    /// Counts one more file installed.
     public func fileFinished() { files.add(1, ordering: .relaxed) }
     /// Stops the workers between chunks; partial files stay for the next run to resume.
     public func cancel() { cancelled.store(true, ordering: .relaxed) }

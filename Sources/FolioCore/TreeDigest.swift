@@ -1,10 +1,13 @@
 /// FNV-1a over 64-bit words: a cheap, stable digest of a snapshot or a name (not for security). Eight bytes a step
 /// rather than one: a no-change run digests every path of the listing (at 100,000 entries, 10 ms byte by byte).
 public struct TreeDigest: Sendable {
+    /// The digest so far; starts at FNV-1a's 64-bit offset basis.
     public private(set) var value: UInt64 = 0xCBF2_9CE4_8422_2325
 
+    /// A digest of nothing yet.
     public init() {}
 
+    /// Adds bytes, as `add(_: UnsafeBufferPointer<UInt8>)` does.
     public mutating func add(_ bytes: [UInt8]) {
         bytes.withUnsafeBufferPointer { add($0) }
     }
@@ -14,6 +17,7 @@ public struct TreeDigest: Sendable {
         path.withBytes { add($0) }
     }
 
+    /// Adds bytes eight at a time, the last few zero-padded, then their count: `ab`+`c` and `a`+`bc` differ.
     public mutating func add(_ bytes: UnsafeBufferPointer<UInt8>) {
         let raw = UnsafeRawBufferPointer(bytes)
         var offset = 0
@@ -27,6 +31,7 @@ public struct TreeDigest: Sendable {
         add(UInt64(bytes.count))
     }
 
+    /// Mixes in one 64-bit word.
     public mutating func add(_ word: UInt64) {
         value ^= word
         value = value &* 0x0000_0100_0000_01B3

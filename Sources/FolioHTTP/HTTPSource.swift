@@ -24,6 +24,7 @@ public struct HTTPSource: Source {
     /// servers and their per-client limits expect.
     static let defaultConnections = 16
 
+    /// The source's URL as written (it carries no credentials).
     public let displayName: String
     private let client: HTTPClient
     private let webdav: Bool?
@@ -79,10 +80,14 @@ public struct HTTPSource: Source {
                                            requestsPerSecond: settings.requestsPerSecond))
     }
 
+    /// Whole-second times (HTTP dates), no checksums, resumable with `Range`, small files in parallel batches, and
+    /// a listing that uses the last run's hints.
     public var features: SourceFeatures {
         SourceFeatures(mtimePrecision: .second, checksums: false, resumable: true, batchDownloads: true, parallelBatches: true, listsAhead: true)
     }
 
+    /// Lists the tree over WebDAV or from index pages, as `webdav` says or detection finds, and leaves what it
+    /// learned about the server in the snapshot's memo. With `insecure-tls`, notes a warning every run.
     public func snapshot(options: ListingOptions) async throws -> Snapshot {
         let last = HTTPListingMemo(options.hints.memo)
         // The listing's parallelism (4, or `transfers` if more) to start, and as many workers as the host takes
@@ -172,6 +177,7 @@ public struct HTTPSource: Source {
     /// The quickest request so far (see `HTTPClient.roundTrips`).
     public var roundTrip: Duration? { client.roundTrips.fastest }
 
+    /// Opens one download worker's connection (a curl handle kept alive for its files).
     public func makeConnection() throws -> any SourceConnection {
         try HTTPConnection(client: client)
     }

@@ -49,6 +49,7 @@ public struct SFTPSource: Source {
         tarBatch = TarBatch(rootPath: root)
     }
 
+    /// The `sftp://` URL as written.
     public var displayName: String { location.description }
 
     /// Whether downloads still fetch small files in batches (false once the server turned out to lack exec or tar).
@@ -66,6 +67,8 @@ public struct SFTPSource: Source {
     /// Starts the listing's first log-in (six round trips or more), to overlap the run's local start.
     public func prepare() { logInAhead.start(endpoint) }
 
+    /// Lists the tree with one `find` over exec where the server allows it, else SFTP readdir (see `SFTPLister`);
+    /// sessions it opened are kept for the first download workers.
     public func snapshot(options: ListingOptions) async throws -> Snapshot {
         try await SFTPLister(endpoint: endpoint, options: options, method: listingMethod, idle: idle, tarBatch: tarBatch,
                              loggingIn: logInAhead.take()).snapshot()

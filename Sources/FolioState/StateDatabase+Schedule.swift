@@ -6,19 +6,27 @@ import GRDB
 extension StateDatabase {
     /// One target's row, as `folio status` reads it.
     public struct ScheduleRow: Sendable, Equatable {
+        /// The target's name.
         public var target: String
         /// The daemon that wrote it; the row means nothing once that process is gone.
         public var daemonPID: Int32
+        /// When the daemon runs the target next; nil while it runs.
         public var nextRunAt: Date?
         /// Set while a run of the target has work to do.
         public var progress: Progress?
 
+        /// A run's live counters: how much of what its plan downloads is done.
         public struct Progress: Sendable, Equatable {
+            /// Files installed so far.
             public var filesDone: Int
+            /// Files the plan downloads.
             public var filesTotal: Int
+            /// Bytes copied so far.
             public var bytesDone: Int64
+            /// Bytes the plan downloads.
             public var bytesTotal: Int64
 
+            /// Counters from their values.
             public init(filesDone: Int, filesTotal: Int, bytesDone: Int64, bytesTotal: Int64) {
                 self.filesDone = filesDone
                 self.filesTotal = filesTotal

@@ -172,6 +172,7 @@ public final class StateDatabase: StateStore, Sendable {
 
     // MARK: StateStore
 
+    /// Reads the target's record; a stored path that no longer validates is left out.
     public func record(of target: String, sharingPathsWith snapshot: Snapshot) throws -> RecordedTree {
         try perform {
             try queue.read { db in
@@ -198,6 +199,7 @@ public final class StateDatabase: StateStore, Sendable {
     /// prefers the primary key, a pass over every entry of the target); `kind = 1` is a literal to match it.
     static let foldersQuery = "SELECT path FROM entry INDEXED BY entry_folder WHERE target = ? AND kind = 1 ORDER BY path"
 
+    /// The target's recorded folders in path order, and its listing memo.
     public func listingHints(of target: String) throws -> ListingHints {
         try perform {
             try queue.read { db in
@@ -215,12 +217,14 @@ public final class StateDatabase: StateStore, Sendable {
 
     static let memoQuery = "SELECT listing_memo FROM target WHERE name = ?"
 
+    /// The target's listing memo; nil when none is stored.
     public func listingMemo(of target: String) throws -> String? {
         try perform {
             try queue.read { db in try String.fetchOne(db, sql: Self.memoQuery, arguments: [target]) }
         }
     }
 
+    /// The source digest the last finished run stored (a clean run stores one, any other clears it); nil when none is.
     public func sourceDigest(of target: String) throws -> UInt64? {
         try perform {
             try queue.read { db in
@@ -229,6 +233,8 @@ public final class StateDatabase: StateStore, Sendable {
         }
     }
 
+    /// Adds a `running` run and returns its id. A target whose source or destination changed forgets its record,
+    /// hook backlog, digest and memo; runs of the target still marked `running` are closed as interrupted.
     public func beginRun(target: String, source: String, destination: String, trigger: TargetConfig.Trigger, startedAt: Date) throws -> Int64 {
         try perform {
             try queue.write { db in
@@ -253,6 +259,7 @@ public final class StateDatabase: StateStore, Sendable {
         }
     }
 
+    /// Adds a finished `failed` run that ended as it started, leaving the target's record and other runs alone.
     public func recordFailedStart(target: String, trigger: TargetConfig.Trigger, at startedAt: Date, error: String) throws {
         try perform {
             try queue.write { db in
@@ -262,6 +269,7 @@ public final class StateDatabase: StateStore, Sendable {
         }
     }
 
+    /// Upserts the entries and deletes each removed path with everything below it, in one transaction.
     public func commit(target: String, upserts: [RecordedEntry], removedSubtrees: [RelativePath]) throws {
         try perform {
             try queue.write { db in
@@ -348,6 +356,8 @@ public final class StateDatabase: StateStore, Sendable {
         }
     }
 
+    /// The paths kept for the target's hook by runs before `run` (every run with nil): each path once,
+    /// oldest run first.
     public func pendingHookChanges(of target: String, before run: Int64?) throws -> HookBacklog {
         try perform {
             try queue.read { db in
@@ -368,6 +378,7 @@ public final class StateDatabase: StateStore, Sendable {
         }
     }
 
+    /// Deletes the kept paths of the backlog's runs.
     public func forgetHookChanges(_ backlog: HookBacklog) throws {
         guard !backlog.runs.isEmpty else { return }
         try perform {
@@ -394,20 +405,36 @@ public final class StateDatabase: StateStore, Sendable {
 
     /// A run as stored, for `folio status`.
     public struct RunRow: Sendable {
+        /// The run's id (`RunReport.runID`).
         public var id: Int64
+        /// The target's name.
         public var target: String
+        /// `manual` or `automatic`.
         public var trigger: String
+        /// When the run started.
         public var startedAt: Date
+        /// When it ended; nil while it runs, and for a run whose process died before recording its end.
         public var endedAt: Date?
+        /// `running` until the run ends, then a `RunReport.Result` raw value (`synced`, `failed`, …).
         public var result: String
+        /// New files.
         public var downloaded: Int
+        /// Files replaced by a newer version, plus mtime-only fixes.
         public var updated: Int
+        /// Entries removed because the source no longer has them.
         public var removed: Int
+        /// Local files Folio did not write, or that changed since, moved to the trash before being replaced.
         public var trashed: Int
+        /// Folders created.
         public var createdFolders: Int
+        /// Bytes copied.
         public var bytes: Int64
+        /// Files that failed, plus unreadable parts of the source (`RunReport.failed`).
         public var failed: Int
+        /// The run-level error or the guard that refused, one line; nil when there was none.
         public var error: String?
+        /// The process that ran it, so that a `running` row whose process is gone reads as interrupted;
+        /// nil when not stored.
         public var pid: Int32?
     }
 

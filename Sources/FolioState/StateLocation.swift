@@ -4,6 +4,7 @@ import Foundation
 /// by systemd's `StateDirectory=`), else `/var/lib/folio` for root, else `$XDG_STATE_HOME/folio` (default
 /// `~/.local/state/folio`).
 public enum StateLocation {
+    /// The state directory, chosen in the order above; `configured` is the config's `state-dir`.
     public static func directory(configured: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let override = environment["FOLIO_STATE_DIR"], !override.isEmpty { return override }
         if let configured { return configured }
