@@ -1,4 +1,4 @@
-/// Byte counts and rates for people: "1.2 GiB", "38 MB/s".
+/// Byte counts and rates for people: "1.2 GiB", "38.2 MiB/s".
 public enum ByteCount {
     /// `bytes` in binary units: `512 B`, `1.5 KiB`, `120 MiB` (one decimal below 100 of a unit).
     public static func format(_ bytes: Int64) -> String {
