@@ -56,6 +56,13 @@ struct ConfigParser {
                 throw ConfigError(file: file, line: table.line, message: "this [[target]] has no \(required); add \(required) = \"…\"")
             }
             config.warnings += unusedSettings(of: target, keys: table.keys)
+            // A warning, as for the settings above: a configuration that loaded before must still load.
+            if let key = table.keys.first(where: { $0.name == "exclude" }) {
+                config.warnings += ExcludeFilter.unclosedSets(in: target.exclude).map { glob in
+                    ConfigError(file: file, line: key.line, message: "target \"\(target.name)\": exclude pattern \"\(glob)\" has a \"[\" that no \"]\" closes, "
+                                + "so it matches a \"[\" in names; close the set, or write \"\\\\[\" for a literal \"[\"").description
+                }
+            }
             config.targets.append(target)
             targetLines.append(table.line)
         }

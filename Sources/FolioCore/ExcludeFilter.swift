@@ -33,6 +33,25 @@ public struct ExcludeFilter: Sendable, Equatable {
         }
     }
 
+    /// The globs whose `[` no `]` closes. Such a `[` matches itself, as fnmatch has it, which is seldom what was
+    /// meant (`*.[jJpg` for `*.[jJ]pg`); a `[` meant as itself is written `\[` (in TOML, `"\\["`).
+    public static func unclosedSets(in globs: [String]) -> [String] {
+        globs.filter { glob in
+            let bytes = Array(glob.utf8)[...]
+            var i = bytes.startIndex
+            while i < bytes.endIndex {
+                switch bytes[i] {
+                case UInt8(ascii: "\\"): i += 2
+                case UInt8(ascii: "["):
+                    guard let (_, next) = matchSet(bytes, from: i, byte: 0) else { return true }
+                    i = next
+                default: i += 1
+                }
+            }
+            return false
+        }
+    }
+
     /// Whether no pattern is left, so nothing is excluded.
     public var isEmpty: Bool { patterns.isEmpty }
 

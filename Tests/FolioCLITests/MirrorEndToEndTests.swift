@@ -239,6 +239,15 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(try String(contentsOfFile: work.path("dst"), encoding: .utf8), "mine")
     }
 
+    /// `--exclude` with a `[` that no `]` closes is refused before anything is made: exit 2, one line with the fix.
+    func testAnExcludeWithAnUnclosedSetIsRefused() throws {
+        FixtureTree.write(work.path("src"), "a.jpg", "a")
+        let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("dst"), "--exclude", "*.[jJ]pg", "--exclude", "*.[jJpg"], environment: environment)
+        XCTAssertEqual(outcome.status, 2)
+        XCTAssertEqual(outcome.stderrLines, [#"folio: --exclude "*.[jJpg" has a "[" that no "]" closes, so it would match a "[" in names; close the set, or write \[ for a literal "[""#])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst")))
+    }
+
     /// Through a symlink, a destination inside its source passes the configuration's check of the paths' text; it
     /// would copy itself one level deeper on every run. It is refused before anything is written, as the same
     /// mistake spelt without the link is: a usage or configuration error, exit 2.

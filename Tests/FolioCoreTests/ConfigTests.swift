@@ -128,6 +128,27 @@ final class ConfigTests: XCTestCase {
         ])
     }
 
+    /// An exclude pattern whose `[` no `]` closes loads (it loaded before), with a warning that says what it matches.
+    func testAnExcludePatternWithAnUnclosedSetIsWarnedAbout() throws {
+        let config = try Config.parse("""
+            [[target]]
+            name = "photos"
+            source = "/mnt/nas/photos"
+            destination = "/srv/photos"
+            exclude = ["*.[jJ]pg", "*.[tTmp", "\\\\[draft]*", "*.[rR]aw"]
+
+            [[target]]
+            name = "music"
+            source = "/mnt/nas/music"
+            destination = "/srv/music"
+            exclude = ["*.[mM]3u"]
+            """, file: "/etc/folio/folio.toml")
+        XCTAssertEqual(config.targets[0].exclude, ["*.[jJ]pg", "*.[tTmp", "\\[draft]*", "*.[rR]aw"])
+        XCTAssertEqual(config.warnings, [
+            #"/etc/folio/folio.toml:5: target "photos": exclude pattern "*.[tTmp" has a "[" that no "]" closes, so it matches a "[" in names; close the set, or write "\\[" for a literal "[""#,
+        ])
+    }
+
     func testDurations() {
         XCTAssertEqual(DurationText.seconds("90s"), 90)
         XCTAssertEqual(DurationText.seconds("15m"), 900)

@@ -22,10 +22,20 @@ final class ExcludeFilterTests: XCTestCase {
             ("[a-c].jpg", "b.jpg", false, true),
             ("[a-c].jpg", "d.jpg", false, false),
             ("Thumbs.db", "x/Thumbs.db", false, true),
+            // A `[` that no `]` closes matches itself (as fnmatch has it); so does an escaped one.
+            ("*.[jJpg", "a.[jJpg", false, true),
+            ("*.[jJpg", "a.jpg", false, false),
+            ("\\[draft]*", "[draft] notes", false, true),
         ]
         for row in rows {
             let filter = ExcludeFilter([row.glob])
             XCTAssertEqual(filter.excludes(try RelativePath(validating: row.path), isFolder: row.folder), row.excluded, "\(row.glob) vs \(row.path)")
         }
+    }
+
+    /// The patterns a configuration is warned about: a `[` that no `]` closes, outside an escape and outside a set.
+    func testUnclosedSetsAreFound() {
+        let globs = ["*.[jJpg", "*.[jJ]pg", "\\[draft*", "[", "a[]b", "[]]", "[!]x", "x[a-c]y[", "\\", "plain"]
+        XCTAssertEqual(ExcludeFilter.unclosedSets(in: globs), ["*.[jJpg", "[", "a[]b", "[!]x", "x[a-c]y["])
     }
 }
