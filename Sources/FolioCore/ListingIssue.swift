@@ -41,29 +41,50 @@ public struct ListingIssue: Sendable, Hashable, CustomStringConvertible {
         return false
     }
 
-    /// The most entries skipped for one reason that are each given their own notice line.
-    static let skippedListedAlone = 3
+    /// The most issues of one group (see `noticeGroup`) that are each given their own notice line.
+    static let listedAlone = 3
 
-    /// The lines to show for `issues`, in their order: one per issue, except that entries skipped for one reason
-    /// (every symbolic link under `symlinks = "skip"`, say) share one line once there are more than
-    /// `skippedListedAlone`, naming the first few. Why: the same skips recur every run, and a tree with hundreds of
-    /// links would otherwise print hundreds of lines each time, to a terminal or the daemon's log.
+    /// The lines to show for `issues`, in their order: one per issue, except that a group of more than
+    /// `listedAlone` issues that recur every run shares one line naming the first few: entries skipped for one
+    /// reason (every symbolic link under `symlinks = "skip"`, say), and names that differ only in Unicode
+    /// normalisation. Why: a tree with hundreds of links (or a library copied from a Mac beside its own copy)
+    /// would otherwise print hundreds of lines each run, to a terminal or the daemon's log.
     static func notices(_ issues: [ListingIssue]) -> [String] {
-        var skippedFor: [String: [String]] = [:]
-        for issue in issues { if case .skipped(let why) = issue.kind { skippedFor[why, default: []].append(issue.path) } }
+        var groups: [String: [ListingIssue]] = [:]
+        for issue in issues { if let key = issue.noticeGroup { groups[key, default: []].append(issue) } }
         var lines: [String] = []
         var folded: Set<String> = []
         for issue in issues {
-            guard case .skipped(let why) = issue.kind, let paths = skippedFor[why], paths.count > skippedListedAlone else {
+            guard let key = issue.noticeGroup, let group = groups[key], group.count > listedAlone else {
                 lines.append(issue.description)
                 continue
             }
-            // The group's line goes where its first entry was; the others add nothing.
-            guard folded.insert(why).inserted else { continue }
-            let named = paths.prefix(skippedListedAlone).joined(separator: ", ")
-            lines.append("skipped \(named) and \(paths.count - skippedListedAlone) more: \(why)")
+            // The group's line goes where its first issue was; the others add nothing.
+            guard folded.insert(key).inserted else { continue }
+            lines.append(groupLine(group))
         }
         return lines
+    }
+
+    /// Which shared notice line this issue may be folded into; nil for one that always has its own.
+    private var noticeGroup: String? {
+        switch kind {
+        case .skipped(let why): "skipped: " + why
+        case .normalizationClash: "normalisation"
+        case .unreadable, .warning: nil
+        }
+    }
+
+    /// One line for a group of more than `listedAlone` issues, naming the first few.
+    private static func groupLine(_ group: [ListingIssue]) -> String {
+        let named = group.prefix(listedAlone), more = group.count - listedAlone
+        if case .skipped(let why) = group[0].kind {
+            return "skipped \(named.map(\.path).joined(separator: ", ")) and \(more) more: \(why)"
+        }
+        let pairs = named.map { issue in
+            if case .normalizationClash(let other) = issue.kind { "\(issue.path) and \(other)" } else { issue.path }
+        }
+        return "\(pairs.joined(separator: ", ")), and \(more) more pairs differ only in Unicode normalisation; all kept"
     }
 
     /// One line for people, e.g. `cannot list photos/2019: permission denied` or `skipped a/b: …`.

@@ -65,6 +65,11 @@ public struct SnapshotBuilder: Sendable {
             entries = unique
         }
         issues.append(contentsOf: clashes)
+        // In path order, as the entries: listing threads note issues in whatever order they finish, and the same
+        // tree should print the same lines, in the same order, every run.
+        issues.sort { a, b in
+            a.path != b.path ? a.path.utf8.lexicographicallyPrecedes(b.path.utf8) : a.description.utf8.lexicographicallyPrecedes(b.description.utf8)
+        }
         return Snapshot(sortedEntries: entries, issues: issues)
     }
 
