@@ -70,6 +70,7 @@ public struct SyncEngine: Sendable {
         } catch let error as SourceError {
             report.result = error.code == .cancelled ? .interrupted : .failed
             report.error = error.message
+            report.errorCode = error.code
             digest = nil
         } catch let error as StateError {
             report.result = .failed

@@ -190,6 +190,13 @@ actor Scheduler: Service {
         case .busy(let holder):
             delay = min(Self.busyRetrySeconds, Double(interval))
             reporter.logger.notice("\(name): not started: \(holder); trying again in \(DurationText.describe(seconds: Int(delay.rounded(.up))))")
+        case .ran(let report) where report.result == .failed && report.errorCode == .authentication:
+            // Why no quick retries: the same refusal (a password, key, host key or certificate) comes back until
+            // someone fixes it, and a server that counts failed log-ins (fail2ban, an account lock-out) would
+            // ban this machine after a few tries 10, 20 and 40 s apart.
+            slot.failures += 1
+            delay = RunSchedule.delay(interval: interval, consecutiveFailures: 0, random: .random(in: 0..<1))
+            reporter.logger.notice("\(name): not trying again before its next run, in \(DurationText.describe(seconds: Int(delay.rounded(.up)))): the same refusal would come back; fix it, then run folio sync --now \(name) to try at once")
         case .ran(let report) where report.result == .failed:
             slot.failures += 1
             delay = RunSchedule.delay(interval: interval, consecutiveFailures: slot.failures, random: .random(in: 0..<1))
@@ -234,7 +241,7 @@ actor Scheduler: Service {
         do {
             source = try await SourceFactory.make(for: target)
         } catch {
-            return .ran(await failedToStart(target, "\(error)"))
+            return .ran(await failedToStart(target, "\(error)", code: (error as? SourceError)?.code))
         }
         // open and flock: off the cooperative pool. Never waits: a busy target is retried later.
         let lock = await Blocking.run {
@@ -260,10 +267,11 @@ actor Scheduler: Service {
         }
     }
 
-    private nonisolated func failedToStart(_ target: TargetConfig, _ message: String) async -> RunReport {
+    private nonisolated func failedToStart(_ target: TargetConfig, _ message: String, code: SourceError.Code? = nil) async -> RunReport {
         var report = RunReport(target: target.name)
         report.result = .failed
         report.error = message
+        report.errorCode = code
         reporter.emit(.started(target: target.name, source: target.source, destination: target.destination, trigger: .automatic))
         let engine = self.engine, reporter = self.reporter
         await Blocking.run { [report] in

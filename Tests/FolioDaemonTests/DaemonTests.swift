@@ -387,6 +387,36 @@ final class DaemonTests: XCTestCase {
 
     /// A setting the target's source does not use is logged as a warning, at start and at each reload, and the
     /// target runs.
+    /// A run the server refuses (here its host key is in no known_hosts) gets no quick retries, as a dropped
+    /// connection does: the same refusal would come back, and a server counting failed log-ins (fail2ban) would
+    /// ban this machine. The next try is at the target's interval, and the log says so and what to do.
+    func testARefusedRunIsNotRetriedBeforeItsInterval() throws {
+        let server = try SSHServer()
+        defer { server.stop() }
+        FixtureTree.write(scratch.path("src-docs"), "a.txt", "a")
+        FixtureTree.write(scratch.path(""), "known_hosts", "")
+        writeConfig("""
+            [[target]]
+            name = "docs"
+            source = "\(server.url(scratch.path("src-docs")))"
+            destination = "\(scratch.path("dst-docs"))"
+            mode = "automatic"
+            interval = "1h"
+            identity = "\(server.userKeyPath)"
+            known-hosts = "\(scratch.path("known_hosts"))"
+
+            """)
+        let daemon = try startDaemon()
+        eventually(30, "the refused run rescheduled") { lines(daemon.log, containing: "docs: not trying again").count == 1 }
+        terminate(daemon)
+        XCTAssertEqual(lines(daemon.log, containing: "docs: failed: ").count, 1, daemon.log)
+        XCTAssertTrue(daemon.log.contains(" is not a known host ("), daemon.log)
+        let next = try XCTUnwrap(lines(daemon.log, containing: "docs: not trying again").first)
+        XCTAssertTrue(next.contains("docs: not trying again before its next run, in 1h"), next)
+        XCTAssertTrue(next.hasSuffix(": the same refusal would come back; fix it, then run folio sync --now docs to try at once"), next)
+        XCTAssertFalse(daemon.log.contains("docs: trying again in"), daemon.log)
+    }
+
     func testASettingTheSourceDoesNotUseIsLoggedAsAWarning() throws {
         FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
         writeConfig(target("docs", extra: "webdav = false"))
