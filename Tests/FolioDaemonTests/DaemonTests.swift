@@ -39,6 +39,23 @@ final class DaemonTests: XCTestCase {
         """
     }
 
+    /// An automatic target mirrored from `server` over SFTP (`src-NAME` into `dst-NAME`), with the server's key and,
+    /// unless given, its known_hosts.
+    private func sftpTarget(_ name: String, from server: SSHServer, interval: String = "1s", knownHosts: String? = nil, extra: String = "") -> String {
+        """
+        [[target]]
+        name = "\(name)"
+        source = "\(server.url(scratch.path("src-" + name)))"
+        destination = "\(scratch.path("dst-" + name))"
+        mode = "automatic"
+        interval = "\(interval)"
+        identity = "\(server.userKeyPath)"
+        known-hosts = "\(knownHosts ?? server.knownHostsPath)"
+        \(extra)
+
+        """
+    }
+
     private func writeConfig(_ text: String) {
         _ = FileManager.default.createFile(atPath: configPath, contents: Data(("log-level = \"info\"\n" + text).utf8))
     }
@@ -116,17 +133,7 @@ final class DaemonTests: XCTestCase {
         let src = scratch.path("src-remote"), dst = scratch.path("dst-remote")
         FixtureTree.write(src, "photos/one.jpg", "jpeg one")
         FixtureTree.write(src, "two.txt", "two")
-        writeConfig("""
-            [[target]]
-            name = "remote"
-            source = "\(server.url(src))"
-            destination = "\(dst)"
-            mode = "automatic"
-            interval = "1s"
-            identity = "\(server.userKeyPath)"
-            known-hosts = "\(server.knownHostsPath)"
-
-            """)
+        writeConfig(sftpTarget("remote", from: server))
         let daemon = try startDaemon()
         eventually(30, "first sync over SFTP") { text(dst + "/photos/one.jpg") == "jpeg one" && text(dst + "/two.txt") == "two" }
         eventually(30, "an unchanged run") { lines(daemon.log, containing: "remote: unchanged, checked in").count >= 1 }
@@ -313,19 +320,7 @@ final class DaemonTests: XCTestCase {
             server.stop()
         }
         _ = makeBigSource()
-        writeConfig("""
-            [[target]]
-            name = "docs"
-            source = "\(server.url(scratch.path("src-docs")))"
-            destination = "\(scratch.path("dst-docs"))"
-            mode = "automatic"
-            interval = "1s"
-            identity = "\(server.userKeyPath)"
-            known-hosts = "\(server.knownHostsPath)"
-            timeout = 60
-            transfers = 1
-
-            """)
+        writeConfig(sftpTarget("docs", from: server, extra: "timeout = 60\ntransfers = 1"))
         let daemon = try startDaemon()
         eventually(60, "the download under way") { partialBytes() > 8 << 20 }
         server.signalSessions(SIGSTOP)
@@ -395,17 +390,7 @@ final class DaemonTests: XCTestCase {
         defer { server.stop() }
         FixtureTree.write(scratch.path("src-docs"), "a.txt", "a")
         FixtureTree.write(scratch.path(""), "known_hosts", "")
-        writeConfig("""
-            [[target]]
-            name = "docs"
-            source = "\(server.url(scratch.path("src-docs")))"
-            destination = "\(scratch.path("dst-docs"))"
-            mode = "automatic"
-            interval = "1h"
-            identity = "\(server.userKeyPath)"
-            known-hosts = "\(scratch.path("known_hosts"))"
-
-            """)
+        writeConfig(sftpTarget("docs", from: server, interval: "1h", knownHosts: scratch.path("known_hosts")))
         let daemon = try startDaemon()
         eventually(30, "the refused run rescheduled") { lines(daemon.log, containing: "docs: not trying again").count == 1 }
         terminate(daemon)
