@@ -196,7 +196,7 @@ actor Scheduler: Service {
             // ban this machine after a few tries 10, 20 and 40 s apart.
             slot.failures += 1
             delay = RunSchedule.delay(interval: interval, consecutiveFailures: 0, random: .random(in: 0..<1))
-            reporter.logger.notice("\(name): not trying again before its next run, in \(DurationText.describe(seconds: Int(delay.rounded(.up)))): the same refusal would come back; fix it, then run folio sync --now \(name) to try at once")
+            reporter.logger.notice("\(name): not trying again before its next run, in \(DurationText.describe(seconds: Int(delay.rounded(.up)))): the same refusal would come back; fix it, then reload the daemon or run folio sync --now \(name) to try at once")
         case .ran(let report) where report.result == .failed:
             slot.failures += 1
             delay = RunSchedule.delay(interval: interval, consecutiveFailures: slot.failures, random: .random(in: 0..<1))
@@ -318,6 +318,11 @@ actor Scheduler: Service {
                 // A shorter interval takes effect now; a longer one after the next run.
                 if target.interval < slot.target.interval {
                     slot.due = min(slot.due, now.addingTimeInterval(RunSchedule.delay(interval: target.interval, consecutiveFailures: 0, random: .random(in: 0..<1))))
+                }
+                // A target whose last run failed runs again within seconds, as after a restart: a reload is how
+                // the fix of a refusal (a password, a trusted host key) is applied, and it waits for no interval.
+                if slot.failures > 0 {
+                    slot.due = min(slot.due, now.addingTimeInterval(Self.startupJitter(target)))
                 }
                 slot.target = target
                 slot.host = RunSchedule.host(of: target.source)

@@ -384,8 +384,9 @@ final class DaemonTests: XCTestCase {
     /// target runs.
     /// A run the server refuses (here its host key is in no known_hosts) gets no quick retries, as a dropped
     /// connection does: the same refusal would come back, and a server counting failed log-ins (fail2ban) would
-    /// ban this machine. The next try is at the target's interval, and the log says so and what to do.
-    func testARefusedRunIsNotRetriedBeforeItsInterval() throws {
+    /// ban this machine. The next try is at the target's interval, and the log says so and what to do; a reload
+    /// after the fix runs it at once.
+    func testARefusedRunIsNotRetriedBeforeItsIntervalButAReloadRunsItAgain() throws {
         let server = try SSHServer()
         defer { server.stop() }
         FixtureTree.write(scratch.path("src-docs"), "a.txt", "a")
@@ -393,12 +394,17 @@ final class DaemonTests: XCTestCase {
         writeConfig(sftpTarget("docs", from: server, interval: "1h", knownHosts: scratch.path("known_hosts")))
         let daemon = try startDaemon()
         eventually(30, "the refused run rescheduled") { lines(daemon.log, containing: "docs: not trying again").count == 1 }
+        // The fix (the host key trusted), then a reload: the target runs again at once, not in an hour.
+        try FileManager.default.removeItem(atPath: scratch.path("known_hosts"))
+        try FileManager.default.copyItem(atPath: server.knownHostsPath, toPath: scratch.path("known_hosts"))
+        daemon.signal(SIGHUP)
+        eventually(30, "the fixed target synced after the reload") { text(scratch.path("dst-docs/a.txt")) == "a" }
         terminate(daemon)
         XCTAssertEqual(lines(daemon.log, containing: "docs: failed: ").count, 1, daemon.log)
         XCTAssertTrue(daemon.log.contains(" is not a known host ("), daemon.log)
         let next = try XCTUnwrap(lines(daemon.log, containing: "docs: not trying again").first)
         XCTAssertTrue(next.contains("docs: not trying again before its next run, in 1h"), next)
-        XCTAssertTrue(next.hasSuffix(": the same refusal would come back; fix it, then run folio sync --now docs to try at once"), next)
+        XCTAssertTrue(next.hasSuffix(": the same refusal would come back; fix it, then reload the daemon or run folio sync --now docs to try at once"), next)
         XCTAssertFalse(daemon.log.contains("docs: trying again in"), daemon.log)
     }
 
