@@ -81,6 +81,7 @@ public struct ListingIssue: Sendable, Hashable, CustomStringConvertible {
         if case .skipped(let why) = group[0].kind {
             return "skipped \(named.map(\.path).joined(separator: ", ")) and \(more) more: \(why)"
         }
+        // Otherwise a group of normalisation pairs (`noticeGroup` puts nothing else in one).
         let pairs = named.map { issue in
             if case .normalizationClash(let other) = issue.kind { "\(issue.path) and \(other)" } else { issue.path }
         }

@@ -20,8 +20,8 @@ public struct SnapshotBuilder: Sendable {
         issues.append(contentsOf: other.issues)
     }
 
-    /// Sorts, keeps the first of entries listed twice at one path (reporting the others) and reports names that
-    /// clash after normalisation.
+    /// Sorts, keeps the first of entries listed twice at one path (reporting the others), reports names that
+    /// clash after normalisation, and puts the issues in path order.
     /// Works in place: the entries are never held twice.
     public mutating func finish() -> Snapshot {
         // Taken out of the builder, so this is the only reference and the sort below works in place instead of

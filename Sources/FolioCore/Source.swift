@@ -17,9 +17,9 @@ public protocol Source: Sendable {
 
     /// A run of this source is about to start: begins, in the background, what its listing must wait for before
     /// it can ask anything (an SSH log-in), so that the wait overlaps the run's own start (recording it in the
-    /// state database, making the destination's folders). Returns at once. Called at most once, with the
-    /// destination's lock held, just before the run; the run's `finishRun` cuts and ends what it began if the
-    /// listing never used it.
+    /// state database, making the destination's folders). Returns at once. Called at most once, just before the
+    /// run, with the destination's lock held (a dry run takes none); the run's `finishRun` cuts and ends what it
+    /// began if the listing never used it.
     func prepare()
 
     /// Opens one connection for one download worker. Called on that worker's own thread; the connection is
