@@ -138,8 +138,7 @@ final class SSHSession {
             return
         case .notFound:
             if let reason = HostKeyTrust.unreadableReason(endpoint.knownHostsPath) {
-                throw SourceError(.authentication, "cannot read \(endpoint.knownHostsPath) (\(reason)) to check the host key of \(endpoint.hostURL); make it readable by \(SFTPEndpoint.currentUser.name)",
-                                  isRetryable: false)
+                throw SourceError(.authentication, "cannot read \(endpoint.knownHostsPath) (\(reason)) to check the host key of \(endpoint.hostURL); make it readable by \(SFTPEndpoint.currentUser.name)")
             }
             throw SourceError(.authentication, "\(endpoint.hostURL) is not a known host (\(key.info.keyType) key \(key.info.fingerprint) is not in \(endpoint.knownHostsPath)); if that fingerprint is right, run: \(trustCommand(endpoint))",
                               isRetryable: false)

@@ -190,17 +190,17 @@ actor Scheduler: Service {
         case .busy(let holder):
             delay = min(Self.busyRetrySeconds, Double(interval))
             reporter.logger.notice("\(name): not started: \(holder); trying again in \(DurationText.describe(seconds: Int(delay.rounded(.up))))")
-        case .ran(let report) where report.result == .failed && report.errorCode == .authentication:
-            // Why no quick retries: the same refusal (a password, key, host key or certificate) comes back until
-            // someone fixes it, and a server that counts failed log-ins (fail2ban, an account lock-out) would
-            // ban this machine after a few tries 10, 20 and 40 s apart.
-            slot.failures += 1
-            delay = RunSchedule.delay(interval: interval, consecutiveFailures: 0, random: .random(in: 0..<1))
-            reporter.logger.notice("\(name): not trying again before its next run, in \(DurationText.describe(seconds: Int(delay.rounded(.up)))): the same refusal would come back; fix it, then reload the daemon or run folio sync --now \(name) to try at once")
         case .ran(let report) where report.result == .failed:
             slot.failures += 1
-            delay = RunSchedule.delay(interval: interval, consecutiveFailures: slot.failures, random: .random(in: 0..<1))
-            reporter.logger.notice("\(name): trying again in \(DurationText.describe(seconds: Int(delay.rounded(.up)))) (failure \(slot.failures) in a row)")
+            // Why no quick retries after a refusal: the same refusal (a password, key, host key or certificate)
+            // comes back until someone fixes it, and a server that counts failed log-ins (fail2ban, an account
+            // lock-out) would ban this machine after a few tries 10, 20 and 40 s apart.
+            let refused = report.errorCode == .authentication
+            delay = RunSchedule.delay(interval: interval, consecutiveFailures: refused ? 0 : slot.failures, random: .random(in: 0..<1))
+            let wait = DurationText.describe(seconds: Int(delay.rounded(.up)))
+            reporter.logger.notice(refused
+                ? "\(name): not trying again before its next run, in \(wait): the same refusal would come back; fix it, then reload the daemon or run folio sync --now \(name) to try at once"
+                : "\(name): trying again in \(wait) (failure \(slot.failures) in a row)")
         case .ran:
             slot.failures = 0
             delay = RunSchedule.delay(interval: interval, consecutiveFailures: 0, random: .random(in: 0..<1))

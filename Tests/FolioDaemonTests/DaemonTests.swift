@@ -25,15 +25,15 @@ final class DaemonTests: XCTestCase {
     private var configPath: String { scratch.path("folio.toml") }
     private var environment: [String: String] { ["FOLIO_STATE_DIR": stateDirectory] }
 
-    /// A `[[target]]` table for a local source.
-    private func target(_ name: String, extra: String = "") -> String {
+    /// An automatic `[[target]]` table from `src-NAME` (a local folder unless `source` says otherwise) into `dst-NAME`.
+    private func target(_ name: String, source: String? = nil, interval: String = "1s", extra: String = "") -> String {
         """
         [[target]]
         name = "\(name)"
-        source = "\(scratch.path("src-" + name))"
+        source = "\(source ?? scratch.path("src-" + name))"
         destination = "\(scratch.path("dst-" + name))"
         mode = "automatic"
-        interval = "1s"
+        interval = "\(interval)"
         \(extra)
 
         """
@@ -42,18 +42,8 @@ final class DaemonTests: XCTestCase {
     /// An automatic target mirrored from `server` over SFTP (`src-NAME` into `dst-NAME`), with the server's key and,
     /// unless given, its known_hosts.
     private func sftpTarget(_ name: String, from server: SSHServer, interval: String = "1s", knownHosts: String? = nil, extra: String = "") -> String {
-        """
-        [[target]]
-        name = "\(name)"
-        source = "\(server.url(scratch.path("src-" + name)))"
-        destination = "\(scratch.path("dst-" + name))"
-        mode = "automatic"
-        interval = "\(interval)"
-        identity = "\(server.userKeyPath)"
-        known-hosts = "\(knownHosts ?? server.knownHostsPath)"
-        \(extra)
-
-        """
+        target(name, source: server.url(scratch.path("src-" + name)), interval: interval,
+               extra: "identity = \"\(server.userKeyPath)\"\nknown-hosts = \"\(knownHosts ?? server.knownHostsPath)\"\n\(extra)")
     }
 
     private func writeConfig(_ text: String) {
