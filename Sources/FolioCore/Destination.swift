@@ -82,7 +82,7 @@ public final class Destination: Sendable {
             let code = errno
             if code == ENOTDIR {
                 throw SourceError(.localIO, "destination \(path) is a file, not a folder; move the file aside or point the target at a folder",
-                                  underlying: "errno \(code)", isRetryable: false)
+                                  underlying: "errno \(code)")
             }
             throw error(code, "cannot open destination \(path)")
         }
@@ -508,7 +508,7 @@ public final class Destination: Sendable {
         guard Int64(info.st_size) == entry.size else {
             discardPartial(named: partialName)
             throw SourceError(.protocolViolation, "\(entry.path): received \(info.st_size) bytes, the source listed \(entry.size); not installed, will retry next run",
-                              path: entry.path, isRetryable: true)
+                              path: entry.path)
         }
         if entry.size >= DownloadSink.writebackStep {
             // Starts writing the tail now, so the batch's flush waits less (advice only; the flush is what
@@ -571,7 +571,7 @@ public final class Destination: Sendable {
                 } else if ignoresCase, Self.isTakenByATwin(item.path.name, in: parent) {
                     // Kept, not trashed: the twin is a file this mirror holds, and trading them would go on every run.
                     results.append(.failed(SourceError(.localIO, "cannot write \(path)/\(item.path): a name there that differs from it only in case takes its place, as the filesystem of \(path) does not tell them apart; rename one of them at the source, or mirror to a filesystem that keeps case (ext4, xfs, btrfs)",
-                                                       path: item.path, isRetryable: false)))
+                                                       path: item.path)))
                     continue
                 } else {
                     changed = true
@@ -768,6 +768,6 @@ public final class Destination: Sendable {
             fix = "; a folder on the way is another filesystem mounted inside the destination: make that folder a target of its own, or exclude it"
         default: fix = ""
         }
-        return SourceError(.localIO, "\(what): \(reason)\(fix)", path: path, underlying: "errno \(code)", isRetryable: false)
+        return SourceError(.localIO, "\(what): \(reason)\(fix)", path: path, underlying: "errno \(code)")
     }
 }

@@ -163,7 +163,7 @@ public final class DownloadSink {
     /// Throws `.cancelled` once the run is being stopped; sources call it between chunks.
     public func checkCancellation() throws {
         if progress.isCancelled {
-            throw SourceError(.cancelled, "cancelled while copying \(path)", path: path, isRetryable: true)
+            throw SourceError(.cancelled, "cancelled while copying \(path)", path: path)
         }
     }
 

@@ -83,7 +83,7 @@ struct DownloadStage: Sendable {
         // through the progress alone leaves workers between files to just leave their loop.
         let stopped = progress.isCancelled || result.runError?.code == .cancelled
         if stopped, result.runError == nil {
-            result.runError = SourceError(.cancelled, "stopped before the run finished", isRetryable: true)
+            result.runError = SourceError(.cancelled, "stopped before the run finished")
         }
         var unattempted = result.unattempted
         while let item = queue.next() {

@@ -159,7 +159,7 @@ final class LocalConnection: SourceConnection {
     private func fileError(_ path: RelativePath, errno code: Int32, doing action: String) -> SourceError {
         let reason = String(cString: strerror(code))
         switch code {
-        case ENOENT: return SourceError(.notFound, "\(rootPath)/\(path) disappeared from the source", path: path, isRetryable: true)
+        case ENOENT: return SourceError(.notFound, "\(rootPath)/\(path) disappeared from the source", path: path)
         case EACCES, EPERM: return SourceError(.permission, "cannot read \(rootPath)/\(path): permission denied", path: path)
         case ELOOP: return SourceError(.notFound, "\(rootPath)/\(path) became a symbolic link; not followed", path: path)
         default: return SourceError(.localIO, "cannot \(action) \(rootPath)/\(path): \(reason)", path: path, underlying: "errno \(code)")

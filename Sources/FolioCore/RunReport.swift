@@ -39,8 +39,8 @@ public struct RunReport: Sendable {
     public var failures: [(path: RelativePath, message: String)] = []
     /// The run-level error or the guard that refused, one line.
     public var error: String?
-    /// The kind of source error behind `error`, when one failed the run. The daemon gives a refusal
-    /// (`.authentication`: credentials, host key, certificate) no quick retries.
+    /// The kind of source error behind `error`, when one failed the run. The daemon gives a failure that is not
+    /// `isRetryable` (a refusal: credentials, host key, certificate) no quick retries.
     public var errorCode: SourceError.Code?
     /// Local files with changes that went to the trash (listed in the summary).
     public var localChanges: [RelativePath] = []

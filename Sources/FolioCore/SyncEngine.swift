@@ -320,7 +320,7 @@ public struct SyncEngine: Sendable {
     /// an error of their own; without this check such a run went on to "synced".
     private static func checkStopped(_ progress: TransferProgress) throws {
         try Task.checkCancellation()
-        if progress.isCancelled { throw SourceError(.cancelled, "stopped before the run finished", isRetryable: true) }
+        if progress.isCancelled { throw SourceError(.cancelled, "stopped before the run finished") }
     }
 
     /// A dry run: one notice per planned action, and the counts the run would have.

@@ -149,11 +149,11 @@ final class HTTPClient: Sendable {
         }
         if failure.isPlainHTTPPort {
             return SourceError(.unreachable, "\(url) does not speak TLS on that port (\(failure)); if the server serves plain HTTP there, write http://",
-                               underlying: failure.description, isRetryable: false)
+                               underlying: failure.description)
         }
         if failure.isNotHTTP {
             return SourceError(.unreachable, "\(url) does not answer in HTTP on that port (\(failure)); check the URL's port: it may be another service's, such as SSH's",
-                               underlying: failure.description, isRetryable: false)
+                               underlying: failure.description)
         }
         if failure.isTimeout {
             return SourceError(.unreachable, "no answer from \(url) within \(settings.stallTimeout) s (\(attempts == 1 ? "1 try" : "\(attempts) tries")): \(failure); check that the server is up and the URL is right, or raise timeout",
@@ -166,7 +166,7 @@ final class HTTPClient: Sendable {
     }
 
     private func cancelledError(_ url: String) -> SourceError {
-        SourceError(.cancelled, "cancelled while talking to \(url)", isRetryable: true)
+        SourceError(.cancelled, "cancelled while talking to \(url)")
     }
 
     /// A 429 or 503 seen outside `send` (a batch's parallel GET): pauses the host for its `Retry-After`, so the

@@ -80,7 +80,7 @@ final class HTTPConnection: SourceConnection {
                 throw Self.changed(entry, url: url, "it no longer has the \(sink.offset) bytes already fetched")
             }
             if response.status == 404 || response.status == 410 {
-                throw SourceError(.notFound, "\(url) disappeared from the server (HTTP \(response.status)) since it was listed", path: entry.path, underlying: "HTTP \(response.status)", isRetryable: true)
+                throw SourceError(.notFound, "\(url) disappeared from the server (HTTP \(response.status)) since it was listed", path: entry.path, underlying: "HTTP \(response.status)")
             }
             throw client.error(status: response.status, url: url, path: entry.path)
         }

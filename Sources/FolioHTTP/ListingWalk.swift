@@ -147,7 +147,7 @@ final class ListingWalk: @unchecked Sendable {
                 }
             }
         } onCancel: {
-            walk.stop(SourceError(.cancelled, "listing cancelled", isRetryable: true))
+            walk.stop(SourceError(.cancelled, "listing cancelled"))
         }
     }
 

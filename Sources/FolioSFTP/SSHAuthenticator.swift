@@ -16,8 +16,7 @@ struct SSHAuthenticator {
         // own ("none"), a round trip, and nearly every SFTP server takes keys.
         for keyPath in keyFiles() {
             guard FileManager.default.isReadableFile(atPath: keyPath) else {
-                throw SourceError(.authentication, "identity \(keyPath) for \(endpoint.hostURL) does not exist or is not readable by this user; check the identity setting",
-                                  isRetryable: false)
+                throw SourceError(.authentication, "identity \(keyPath) for \(endpoint.hostURL) does not exist or is not readable by this user; check the identity setting")
             }
             tried.append("key \(keyPath)")
             if Self.isRSAKey(keyPath) { rsaKey = keyPath }
@@ -38,7 +37,7 @@ struct SSHAuthenticator {
                 case (true, let file?): "the passphrase in \(file) does not open it; check that the file holds that key's passphrase alone"
                 case (false, _): "not a private key libssh2 can read (OpenSSH, PEM or PKCS#8; a .pub file is only the public half)"
                 }
-                throw SourceError(.authentication, "cannot use identity \(keyPath) for \(endpoint.hostURL): \(why)", underlying: error.description, isRetryable: false)
+                throw SourceError(.authentication, "cannot use identity \(keyPath) for \(endpoint.hostURL): \(why)", underlying: error.description)
             } catch where error.isConnectionLoss {
                 throw SourceError(.unreachable, Self.lostConnection(endpoint), underlying: error.description)
             } catch {
@@ -90,8 +89,7 @@ struct SSHAuthenticator {
         }
         let banner = LibSSH2.serverBanner(session) ?? ""
         if let rsaKey, Self.refusesSHA1Signatures(banner: banner) {
-            throw SourceError(.authentication, "\(endpoint.hostURL) refused \(user)'s RSA key \(rsaKey): libssh2 1.10 signs RSA keys with SHA-1 (ssh-rsa), which this server (\(Self.software(banner))) refuses, as OpenSSH 8.8 and later do; use an ed25519 or ECDSA key (ssh-keygen -t ed25519) and add its .pub to the server's authorized_keys",
-                              isRetryable: false)
+            throw SourceError(.authentication, "\(endpoint.hostURL) refused \(user)'s RSA key \(rsaKey): libssh2 1.10 signs RSA keys with SHA-1 (ssh-rsa), which this server (\(Self.software(banner))) refuses, as OpenSSH 8.8 and later do; use an ed25519 or ECDSA key (ssh-keygen -t ed25519) and add its .pub to the server's authorized_keys")
         }
         let what = tried.isEmpty ? "no key or password was configured" : "tried \(tried.joined(separator: ", "))"
         // An RSA key refused by a server that may still take SHA-1: most likely not in authorized_keys, but the
@@ -100,7 +98,7 @@ struct SSHAuthenticator {
         let fix = refusedPasswordFile.map { "check the password in \($0), or add the public key to ~\(user)/.ssh/authorized_keys on the server" }
             ?? "add the public key to ~\(user)/.ssh/authorized_keys on the server or set identity / password-file"
         throw SourceError(.authentication, "\(endpoint.hostURL) refused to log in \(user) (\(what); server offers \(methods.joined(separator: ","))); \(fix)\(rsaNote)",
-                          underlying: "libssh2 -18 (LIBSSH2_ERROR_AUTHENTICATION_FAILED)", isRetryable: false)
+                          underlying: "libssh2 -18 (LIBSSH2_ERROR_AUTHENTICATION_FAILED)")
     }
 
     private static func lostConnection(_ endpoint: SFTPEndpoint) -> String {

@@ -90,7 +90,7 @@ final class SSHSession {
             LibSSH2.end(session, socket: socket)
             // A stop cut it: no second connection to ask the server why.
             if let interrupter, interrupter.isInterrupted {
-                throw SourceError(.cancelled, "stopped during the SSH handshake with \(display)", isRetryable: true)
+                throw SourceError(.cancelled, "stopped during the SSH handshake with \(display)")
             }
             if error.isKeyExchangeFailure {
                 throw keyExchangeFailure(error, host: host, port: port, timeoutSeconds: timeoutSeconds, display: display, interrupter: interrupter)
@@ -140,11 +140,9 @@ final class SSHSession {
             if let reason = HostKeyTrust.unreadableReason(endpoint.knownHostsPath) {
                 throw SourceError(.authentication, "cannot read \(endpoint.knownHostsPath) (\(reason)) to check the host key of \(endpoint.hostURL); make it readable by \(SFTPEndpoint.currentUser.name)")
             }
-            throw SourceError(.authentication, "\(endpoint.hostURL) is not a known host (\(key.info.keyType) key \(key.info.fingerprint) is not in \(endpoint.knownHostsPath)); if that fingerprint is right, run: \(trustCommand(endpoint))",
-                              isRetryable: false)
+            throw SourceError(.authentication, "\(endpoint.hostURL) is not a known host (\(key.info.keyType) key \(key.info.fingerprint) is not in \(endpoint.knownHostsPath)); if that fingerprint is right, run: \(trustCommand(endpoint))")
         case .mismatch:
-            throw SourceError(.authentication, "HOST KEY CHANGED for \(endpoint.hostURL): it now offers \(key.info.keyType) \(key.info.fingerprint), which does not match \(endpoint.knownHostsPath); refusing to connect (possible man-in-the-middle); if the server was reinstalled, remove its old line from that file and run: \(trustCommand(endpoint))",
-                              isRetryable: false)
+            throw SourceError(.authentication, "HOST KEY CHANGED for \(endpoint.hostURL): it now offers \(key.info.keyType) \(key.info.fingerprint), which does not match \(endpoint.knownHostsPath); refusing to connect (possible man-in-the-middle); if the server was reinstalled, remove its old line from that file and run: \(trustCommand(endpoint))")
         }
     }
 
@@ -217,14 +215,14 @@ final class SSHSession {
     func interruptibly<T>(transfer: Bool = false, doing action: @autoclosure () -> String, _ body: () throws -> T) throws -> T {
         let interrupter = endpoint.interrupter
         guard transfer ? interrupter.watchTransfer(socket) : interrupter.watch(socket) else {
-            throw SourceError(.cancelled, "stopped before \(action())", isRetryable: true)
+            throw SourceError(.cancelled, "stopped before \(action())")
         }
         // Why unwatched on the way out, before anyone can close the session: see `SocketInterrupter.interrupt`.
         defer { interrupter.unwatch(socket) }
         do {
             return try body()
         } catch {
-            if interrupter.isInterrupted { throw SourceError(.cancelled, "stopped while \(action())", isRetryable: true) }
+            if interrupter.isInterrupted { throw SourceError(.cancelled, "stopped while \(action())") }
             throw error
         }
     }
@@ -420,7 +418,7 @@ final class SSHSession {
                                path: path, underlying: error.description)
         }
         if error.isNoSuchFile {
-            return SourceError(.notFound, "\(where_) does not exist on the server; check the path", path: path, underlying: error.description, isRetryable: path != nil)
+            return SourceError(.notFound, "\(where_) does not exist on the server; check the path", path: path, underlying: error.description)
         }
         if error.isPermissionDenied {
             return SourceError(.permission, "cannot read \(where_): permission denied on the server; give \(endpoint.user) read access there", path: path, underlying: error.description)

@@ -94,6 +94,6 @@ final class SocketInterrupter: Sendable {
     /// `error`, or the stop's own error when the run was stopped: what failed was cut by the stop. An error that is
     /// already the stop's keeps its own words.
     func stopOr(_ error: SourceError, doing action: String) -> SourceError {
-        isInterrupted && error.code != .cancelled ? SourceError(.cancelled, "stopped while \(action)", isRetryable: true) : error
+        isInterrupted && error.code != .cancelled ? SourceError(.cancelled, "stopped while \(action)") : error
     }
 }

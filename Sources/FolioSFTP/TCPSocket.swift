@@ -26,7 +26,7 @@ enum TCPSocket {
             // drops the connection attempt, rather than after the connect timeout.
             if let interrupter, !interrupter.watch(fd) {
                 Glibc.close(fd)
-                throw SourceError(.cancelled, "stopped before connecting to \(display)", isRetryable: true)
+                throw SourceError(.cancelled, "stopped before connecting to \(display)")
             }
             if let error = connect(fd, current.pointee.ai_addr, current.pointee.ai_addrlen, timeoutSeconds: timeoutSeconds) {
                 lastErrno = error

@@ -195,7 +195,7 @@ actor Scheduler: Service {
             // Why no quick retries after a refusal: the same refusal (a password, key, host key or certificate)
             // comes back until someone fixes it, and a server that counts failed log-ins (fail2ban, an account
             // lock-out) would ban this machine after a few tries 10, 20 and 40 s apart.
-            let refused = report.errorCode == .authentication
+            let refused = report.errorCode?.isRetryable == false
             delay = RunSchedule.delay(interval: interval, consecutiveFailures: refused ? 0 : slot.failures, random: .random(in: 0..<1))
             let wait = DurationText.describe(seconds: Int(delay.rounded(.up)))
             reporter.logger.notice(refused

@@ -20,7 +20,7 @@ enum SourceFactory {
         switch location.kind {
         case .local(let path):
             // Checked when the configuration was read too (exit 2); again here for a symlink made since (the daemon).
-            if let overlap = target.sourceOverlapOnDisk() { throw SourceError(.localIO, overlap, isRetryable: false) }
+            if let overlap = target.sourceOverlapOnDisk() { throw SourceError(.localIO, overlap) }
             return LocalSource(rootPath: path, symlinks: target.symlinks)
         case .sftp:
             return try SFTPSource(location: location, settings: target.sourceSettings, timeout: target.timeout,

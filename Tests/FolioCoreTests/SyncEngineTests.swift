@@ -171,7 +171,7 @@ final class SyncEngineTests: XCTestCase {
         let film = (0..<400_000).map(String.init).joined(separator: ";")
         source.setFile("film.mkv", film, mtime: FileTime(seconds: 1_650_000_000))
         let cut = 1 << 20 + 300_001
-        source.cutDownload("film.mkv", after: cut, with: SourceError(.unreachable, "connection lost", isRetryable: true))
+        source.cutDownload("film.mkv", after: cut, with: SourceError(.unreachable, "connection lost"))
         var report = await run()
         if report.result != .synced { report = await run() }
         XCTAssertEqual(report.result, .synced, report.error ?? "")

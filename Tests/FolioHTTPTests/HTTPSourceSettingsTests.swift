@@ -51,12 +51,11 @@ final class HTTPSourceSettingsTests: XCTestCase {
         }
     }
 
-    /// Lists `url` and checks that it fails as unreachable, not to be retried, with a message from `prefix` to
-    /// `suffix` (curl's own words between them).
+    /// Lists `url` and checks that it fails as unreachable with a message from `prefix` to `suffix` (curl's own
+    /// words between them). Each caller counts the server's connections to show there were no retries.
     private func assertRefusedAtOnce(_ url: String, saying prefix: String, _ suffix: String, file: StaticString = #filePath, line: UInt = #line) async throws {
         guard let error = try await listingError(url, timeout: 5, file: file, line: line) else { return }
         XCTAssertEqual(error.code, .unreachable, file: file, line: line)
-        XCTAssertFalse(error.isRetryable, file: file, line: line)
         XCTAssertTrue(error.message.hasPrefix(prefix), error.message, file: file, line: line)
         XCTAssertTrue(error.message.hasSuffix(suffix), error.message, file: file, line: line)
     }
@@ -76,11 +75,13 @@ final class HTTPSourceSettingsTests: XCTestCase {
     func testHTTPToAnSSHPortSaysItIsNotHTTP() async throws {
         let (listener, port) = try LoopbackServer.listeningSocket()
         defer { close(listener) }
+        let connections = Locked(0)
         // Every connection gets an SSH banner and is closed, as sshd does with a client that speaks HTTP.
         Thread.detachNewThread {
             while true {
                 let client = accept(listener, nil, nil)
                 guard client >= 0 else { return }
+                connections.withLock { $0 += 1 }
                 _ = "SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n".withCString { write(client, $0, strlen($0)) }
                 close(client)
             }
@@ -89,6 +90,8 @@ final class HTTPSourceSettingsTests: XCTestCase {
         try await assertRefusedAtOnce(url, saying: "\(url) does not answer in HTTP on that port (curl 1 (",
                                       "); check the URL's port: it may be another service's, such as SSH's")
         shutdown(listener, Int32(SHUT_RDWR))
+        // No retries: the listing's first requests (at most two) go out together, and a retry would add more.
+        XCTAssertLessThanOrEqual(connections.withLock { $0 }, 2)
     }
 
     /// An https:// URL for a port that serves plain HTTP says so, with the fix, at once (no retries), rather than
