@@ -10,6 +10,8 @@ public struct ListingIssue: Sendable, Hashable, CustomStringConvertible {
         case normalizationClash(String)
         /// Something the operator should know about every run (e.g. `insecure-tls = true`); blocks nothing.
         case warning(String)
+        /// A destination folder the source no longer has, kept because it holds entries Folio leaves alone.
+        case kept(String)
     }
     /// Where, as display text (the path may not be a valid `RelativePath`).
     public var path: String
@@ -70,6 +72,7 @@ public struct ListingIssue: Sendable, Hashable, CustomStringConvertible {
     private var noticeGroup: String? {
         switch kind {
         case .skipped(let why): "skipped: " + why
+        case .kept(let why): "kept: " + why
         case .normalizationClash: "normalisation"
         case .unreadable, .warning: nil
         }
@@ -78,8 +81,10 @@ public struct ListingIssue: Sendable, Hashable, CustomStringConvertible {
     /// One line for a group of more than `listedAlone` issues, naming the first few.
     private static func groupLine(_ group: [ListingIssue]) -> String {
         let named = group.prefix(listedAlone), more = group.count - listedAlone
-        if case .skipped(let why) = group[0].kind {
-            return "skipped \(named.map(\.path).joined(separator: ", ")) and \(more) more: \(why)"
+        switch group[0].kind {
+        case .skipped(let why): return "skipped \(named.map(\.path).joined(separator: ", ")) and \(more) more: \(why)"
+        case .kept(let why): return "kept \(named.map(\.path).joined(separator: ", ")) and \(more) more: \(why)"
+        default: break
         }
         // Otherwise a group of normalisation pairs (`noticeGroup` puts nothing else in one).
         let pairs = named.map { issue in
@@ -95,6 +100,7 @@ public struct ListingIssue: Sendable, Hashable, CustomStringConvertible {
         case .skipped(let why): "skipped \(path): \(why)"
         case .normalizationClash(let other): "\(path) and \(other) differ only in Unicode normalisation; both kept"
         case .warning(let text): "\(path): \(text)"
+        case .kept(let why): "kept \(path): \(why)"
         }
     }
 }

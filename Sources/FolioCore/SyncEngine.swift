@@ -157,7 +157,7 @@ public struct SyncEngine: Sendable {
         _ = folio_return_free_pages_to_system()
         let record = try state.record(of: name, sharingPathsWith: snapshot)
         let plan = SyncPlanner.plan(remote: snapshot, local: local.items, record: record, removalsAllowed: snapshot.isComplete,
-                                      localPrecision: localPrecision)
+                                      localPrecision: localPrecision, leftAlone: local.leftAlone)
         report.withheldRemovals = plan.withheldRemovals
         report.issues += plan.skipped
         for line in ListingIssue.notices(plan.skipped) { events.emit(.notice(target: name, message: line)) }

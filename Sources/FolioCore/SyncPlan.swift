@@ -74,7 +74,8 @@ public struct SyncPlan: Sendable {
     public var recordDeletions: [RelativePath] = []
     /// Removals (and the type changes that need them) left out because the listing was incomplete.
     public var withheldRemovals = 0
-    /// Source entries left out (a name Folio keeps for itself).
+    /// Source entries left out (a name Folio keeps for itself, a file meeting an excluded folder), and folders
+    /// kept because they hold entries Folio leaves alone.
     public var skipped: [ListingIssue] = []
     /// Entries the destination holds, the base of the `max-delete` percentage.
     public var localEntryCount = 0

@@ -14,9 +14,11 @@ public enum SyncPlanner {
     ///     another kind, and those cases are counted in `withheldRemovals`.
     ///   - localPrecision: how finely the destination's filesystem keeps times (`Destination.timePrecision`):
     ///     a time it cut down is not a difference.
+    ///   - leftAlone: what the destination's scan left in place unlisted: the folders holding it stay, and no
+    ///     source file takes the place of an excluded folder.
     public static func plan(remote: Snapshot, local: [LocalItem], record: RecordedTree, removalsAllowed: Bool,
-                            localPrecision: TimePrecision = .nanosecond) -> SyncPlan {
-        var merge = Merge(record: record, removalsAllowed: removalsAllowed, localPrecision: localPrecision)
+                            localPrecision: TimePrecision = .nanosecond, leftAlone: LeftAlone = LeftAlone()) -> SyncPlan {
+        var merge = Merge(record: record, removalsAllowed: removalsAllowed, localPrecision: localPrecision, leftAlone: leftAlone)
         merge.run(remote: remote.entries, local: local)
         return merge.finish(remote: remote, local: local)
     }
@@ -27,16 +29,20 @@ private struct Merge {
     let record: RecordedTree
     let removalsAllowed: Bool
     let localPrecision: TimePrecision
+    let leftAlone: LeftAlone
     var plan = SyncPlan()
     /// Index in `plan.removals` of the folder whose subtree the local cursor is in, if any.
     var removingSubtree: Int?
     /// A local subtree left alone because its removal is withheld.
     var keptSubtree: RelativePath?
+    /// The last folder kept for what it holds (see `remove`): the folders kept inside it need no line of their own.
+    var keptHolder: RelativePath?
 
-    init(record: RecordedTree, removalsAllowed: Bool, localPrecision: TimePrecision) {
+    init(record: RecordedTree, removalsAllowed: Bool, localPrecision: TimePrecision, leftAlone: LeftAlone) {
         self.record = record
         self.removalsAllowed = removalsAllowed
         self.localPrecision = localPrecision
+        self.leftAlone = leftAlone
     }
 
     mutating func run(remote: [Entry], local: [LocalItem]) {
@@ -60,6 +66,13 @@ private struct Merge {
                 r += 1
                 if entry.path.components.first.map({ Array($0) == SyncPlanner.reservedName }) == true {
                     plan.skipped.append(ListingIssue(path: entry.path.description, kind: .skipped(".folio is where Folio keeps its own files at the destination")))
+                    continue
+                }
+                if leftAlone.excluded.contains(entry.path) {
+                    // Only a file can meet an excluded entry the scan left out: a pattern that excludes a folder
+                    // here but not this entry is a folders-only one (`cache/`), and the source's folder would
+                    // be excluded too. Copying it would move the excluded folder to the trash to make room.
+                    plan.skipped.append(ListingIssue(path: entry.path.description, kind: .skipped("the destination has a folder here that exclude leaves alone; rename one of them, or change exclude")))
                     continue
                 }
                 add(entry)
@@ -147,6 +160,17 @@ private struct Merge {
         guard removalsAllowed else {
             plan.withheldRemovals += 1
             if item.kind == .folder { keptSubtree = item.path }
+            return false
+        }
+        if item.kind == .folder, leftAlone.holders.contains(item.path) {
+            // Why kept rather than moved whole: it holds entries Folio leaves alone, which the move would take
+            // along unreported and uncounted by max-delete. What else is in it is removed entry by entry as the
+            // merge reaches it (those items are not absorbed: no subtree is marked).
+            if let keptHolder, item.path.isWithin(keptHolder) { return false }
+            keptHolder = item.path
+            plan.skipped.append(reason == .goneFromSource
+                ? ListingIssue(path: item.path.description, kind: .kept("gone from the source, but it holds entries Folio leaves alone (excluded, or names it cannot mirror); remove it by hand if they are not needed"))
+                : ListingIssue(path: item.path.description, kind: .skipped("the source has a file here, and the destination's folder here holds entries Folio leaves alone (excluded, or names it cannot mirror); move them, or change exclude")))
             return false
         }
         plan.removals.append(SyncPlan.Removal(item: item, reason: reason, entryCount: 1, hasLocalChanges: hasLocalChanges(item)))

@@ -12,6 +12,8 @@ struct TreeWalker: Sendable {
     struct Result: Sendable {
         var items: [LocalItem]
         var issues: [ListingIssue]
+        /// A destination walk's entries left in place unlisted (see `LeftAlone`); empty for a source walk.
+        var leftAlone = LeftAlone()
     }
 
     /// The root's path (for `realpath` checks of followed links and for messages).
@@ -32,13 +34,14 @@ struct TreeWalker: Sendable {
         var items: [LocalItem] = []
         items.reserveCapacity(findings.count)
         findings.drain { items.append($0) }
-        return Result(items: items, issues: findings.issues)
+        return Result(items: items, issues: findings.issues, leftAlone: findings.leftAlone)
     }
 
     /// What a walk found, held in chunks that `drain` hands over in path order and frees as it goes.
     struct Findings {
         let count: Int
         var issues: [ListingIssue]
+        var leftAlone = LeftAlone()
         fileprivate var parts: [Collected]
 
         /// Hands every item to `body` in `RelativePath` order, freeing each chunk once all of it was seen: whatever
@@ -116,11 +119,15 @@ struct TreeWalker: Sendable {
             return list
         }
         var issues: [ListingIssue] = []
+        var excluded: [RelativePath] = [], holdingUnlisted: [RelativePath] = []
         for index in parts.indices {
             issues.append(contentsOf: parts[index].issues)
+            excluded += parts[index].excluded
+            holdingUnlisted += parts[index].holdingUnlisted
             parts[index].issues = []
         }
-        return Findings(count: parts.reduce(0) { $0 + $1.count }, issues: issues, parts: parts)
+        return Findings(count: parts.reduce(0) { $0 + $1.count }, issues: issues,
+                        leftAlone: LeftAlone(excluded: excluded, holdingUnlisted: holdingUnlisted), parts: parts)
     }
 
     /// What one walker thread found, in fixed-size chunks: a growing array would hold its old and new buffers
@@ -132,6 +139,9 @@ struct TreeWalker: Sendable {
         var chunks: [[LocalItem]] = []
         var count = 0
         var issues: [ListingIssue] = []
+        /// A destination walk's excluded entries, and the folders holding a name that cannot be listed.
+        var excluded: [RelativePath] = []
+        var holdingUnlisted: [RelativePath] = []
         /// The folders this thread was handed: the items read for each (its subtree, less the subfolders it
         /// handed on) are the run `start..<end` of this thread's items.
         var spans: [(job: Int, start: Int, end: Int)] = []
@@ -210,6 +220,7 @@ struct TreeWalker: Sendable {
             path = try job.path.appending(name: name, in: &paths)
         } catch {
             let shown = job.path.isRoot ? RelativePath.display(Array(name)) : "\(job.path)/\(RelativePath.display(Array(name)))"
+            if isDestination { result.holdingUnlisted.append(job.path) }
             result.issues.append(ListingIssue(path: shown, kind: .skipped(error.problem.rawValue.replacingOccurrences(of: "is ", with: "name is ").replacingOccurrences(of: "contains", with: "name contains"))))
             return
         }
@@ -236,7 +247,10 @@ struct TreeWalker: Sendable {
         }
         let mtime = FileTime(modificationOf: info)
         let mode = info.st_mode & S_IFMT
-        if exclude.excludes(path, isFolder: mode == S_IFDIR) { return }
+        if exclude.excludes(path, isFolder: mode == S_IFDIR) {
+            if isDestination { result.excluded.append(path) }
+            return
+        }
         switch mode {
         case S_IFREG:
             result.append(LocalItem(path: path, kind: .file, size: Int64(info.st_size), mtime: mtime, inode: UInt64(info.st_ino)))

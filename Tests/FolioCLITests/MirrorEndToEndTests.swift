@@ -239,6 +239,39 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(try String(contentsOfFile: work.path("dst"), encoding: .utf8), "mine")
     }
 
+    /// Excluded entries are neither copied nor removed, also when the folder holding them goes from the source
+    /// (it was moved whole, taking them along unreported: with `trash-days 0`, deleted) and when a source file
+    /// has the name of an excluded folder (that folder went to the trash to make room). So do names Folio cannot
+    /// mirror (a newline in one), which its scan of the destination leaves out too.
+    func testExcludedEntriesStayWhenTheirFolderGoesOrAFileWantsTheirPlace() throws {
+        FixtureTree.write(work.path("src"), "proj/main.c", "code")
+        FixtureTree.write(work.path("src"), "old/x.txt", "x")
+        for index in 1...6 { FixtureTree.write(work.path("src"), "keep\(index).txt", "k") }  // max-delete lets 2 of 11 go
+        let options = ["--trash-days", "0", "--exclude", "node_modules/", "--exclude", "cache/"]
+        XCTAssertEqual(FolioBinary.run(["mirror", work.path("src"), work.path("dst")] + options, environment: environment).status, 0)
+        FixtureTree.write(work.path("dst"), "proj/node_modules/dep.js", "mine")
+        FixtureTree.write(work.path("dst"), "cache/user-data", "precious")
+        FixtureTree.write(work.path("dst"), "old/line\nbreak.txt", "mine too")
+        try FileManager.default.removeItem(atPath: work.path("src/proj"))
+        try FileManager.default.removeItem(atPath: work.path("src/old"))
+        FixtureTree.write(work.path("src"), "cache", "a file named cache")
+
+        let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("dst")] + options, environment: environment)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        let target = "mirror:\(work.path("dst"))"
+        XCTAssertEqual(outcome.stdoutLines.dropLast(), [
+            "\(target): skipped cache: the destination has a folder here that exclude leaves alone; rename one of them, or change exclude",
+            "\(target): kept old: gone from the source, but it holds entries Folio leaves alone (excluded, or names it cannot mirror); remove it by hand if they are not needed",
+            "\(target): kept proj: gone from the source, but it holds entries Folio leaves alone (excluded, or names it cannot mirror); remove it by hand if they are not needed",
+        ])
+        XCTAssertEqual(FixtureTree.read(work.path("dst/proj/node_modules/dep.js")), Array("mine".utf8))
+        XCTAssertEqual(FixtureTree.read(work.path("dst/cache/user-data")), Array("precious".utf8))
+        XCTAssertEqual(FixtureTree.read(work.path("dst/old/line\nbreak.txt")), Array("mine too".utf8))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/proj/main.c")))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/old/x.txt")))
+        XCTAssertTrue(outcome.stdoutLines.last?.hasPrefix("\(target): 2 removed, ") == true, outcome.stdout)
+    }
+
     /// `--exclude` with a `[` that no `]` closes is refused before anything is made: exit 2, one line with the fix.
     func testAnExcludeWithAnUnclosedSetIsRefused() throws {
         FixtureTree.write(work.path("src"), "a.jpg", "a")

@@ -11,6 +11,10 @@ final class SyncPlannerTests: XCTestCase {
         var complete = true
         /// How finely the destination keeps times.
         var localPrecision = TimePrecision.nanosecond
+        /// What the destination's scan left in place unlisted: excluded entries, and folders holding a name it
+        /// could not list.
+        var excluded: [String] = []
+        var holdingUnlisted: [String] = []
         var expected: [String]
     }
 
@@ -107,6 +111,22 @@ final class SyncPlannerTests: XCTestCase {
                  record: [rec("a", mtime: 5_000_000_123, localMtime: 5_000_000_123)], expected: ["adopt a", "unchanged 1"]),
             Case(name: "same size and time, new checksum", remote: [file("a", checksum: "sha256:y")], local: [item("a")],
                  record: [rec("a", checksum: "sha256:x")], expected: ["get a replace"]),
+            Case(name: "a gone folder holding an excluded entry stays; the rest of it goes entry by entry", remote: [file("z")],
+                 local: [item("d", kind: .folder), item("d/e", kind: .folder), item("d/e/f"), item("d/g"), item("z")],
+                 record: [rec("d", kind: .folder), rec("d/e", kind: .folder), rec("d/e/f"), rec("d/g"), rec("z")],
+                 excluded: ["d/e/node_modules"], expected: ["keep d", "rm d/e/f gone 1", "rm d/g gone 1", "unchanged 1"]),
+            Case(name: "a gone folder beside the one holding an excluded entry goes whole", remote: [file("z")],
+                 local: [item("d", kind: .folder), item("d/e", kind: .folder), item("d/e/f"), item("d/g", kind: .folder), item("d/g/h"), item("z")],
+                 record: [rec("d", kind: .folder), rec("d/e", kind: .folder), rec("d/e/f"), rec("d/g", kind: .folder), rec("d/g/h"), rec("z")],
+                 excluded: ["d/e/x.tmp"], expected: ["keep d", "rm d/e/f gone 1", "rm d/g gone 2", "unchanged 1"]),
+            Case(name: "a gone folder holding a name that cannot be listed stays", remote: [],
+                 local: [item("d", kind: .folder), item("d/f")], record: [rec("d", kind: .folder), rec("d/f")],
+                 holdingUnlisted: ["d"], expected: ["keep d", "rm d/f gone 1"]),
+            Case(name: "a folder holding an excluded entry is not replaced by the source's file", remote: [file("x")],
+                 local: [item("x", kind: .folder), item("x/f")], record: [rec("x", kind: .folder), rec("x/f")],
+                 excluded: ["x/cache"], expected: ["skip x", "rm x/f gone 1"]),
+            Case(name: "the source's file does not take an excluded folder's place", remote: [file("a"), file("cache")],
+                 local: [item("a")], record: [rec("a")], excluded: ["cache"], expected: ["skip cache", "unchanged 1"]),
             Case(name: "whole seconds here: a new second at the source is a change",
                  remote: [file("a", mtime: 6_000_000_000)], local: [item("a", mtime: 5_000_000_000)],
                  record: [rec("a", mtime: 5_000_000_123, localMtime: 5_000_000_000)], localPrecision: .second, expected: ["get a replace"]),
@@ -118,8 +138,10 @@ final class SyncPlannerTests: XCTestCase {
             let snapshot = builder.finish()
             let record = RecordedTree(row.record)
             let local = row.local.sorted { $0.path < $1.path }
+            let leftAlone = LeftAlone(excluded: row.excluded.map { path($0) },
+                                      holdingUnlisted: row.holdingUnlisted.map { path($0) })
             let plan = SyncPlanner.plan(remote: snapshot, local: local, record: record, removalsAllowed: snapshot.isComplete,
-                                        localPrecision: row.localPrecision)
+                                        localPrecision: row.localPrecision, leftAlone: leftAlone)
             XCTAssertEqual(describe(plan), row.expected, row.name)
         }
     }
@@ -134,7 +156,9 @@ final class SyncPlannerTests: XCTestCase {
 
     private func describe(_ plan: SyncPlan) -> [String] {
         var lines: [String] = []
-        for issue in plan.skipped { lines.append("skip \(issue.path)") }
+        for issue in plan.skipped {
+            if case .kept = issue.kind { lines.append("keep \(issue.path)") } else { lines.append("skip \(issue.path)") }
+        }
         for removal in plan.removals {
             let reason = removal.reason == .goneFromSource ? "gone" : "type"
             lines.append("rm \(removal.item.path) \(reason) \(removal.entryCount)\(removal.hasLocalChanges ? " local-changes" : "")")
