@@ -6,7 +6,7 @@ import Foundation
 /// `LoadCredential=` puts secrets. Trailing newlines are dropped. The secret is never part of an error message.
 public enum SecretFile {
     /// The secret in `path` (see `resolvedPath`), trailing CR and LF bytes dropped. `what` names the setting in errors
-    /// (e.g. `password-file`). Throws `.authentication` when the file cannot be found or read.
+    /// (e.g. `password-file`). Throws `.authentication` when the file cannot be found or read, or holds nothing.
     public static func read(_ path: String, what: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> String {
         guard let resolved = resolvedPath(path, environment: environment) else {
             throw SourceError(.authentication, "\(what) \"\(path)\" is not an absolute path and $CREDENTIALS_DIRECTORY is not set; give the file's absolute path")
@@ -18,6 +18,11 @@ public enum SecretFile {
         // matches, so a file saved with Windows line endings kept them as part of the secret.
         var bytes = Array(data)
         while let last = bytes.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: "\r") { bytes.removeLast() }
+        // Why refused: an empty file is a set-up step not done yet, and sent as is it is an empty password or
+        // token, which a server may even take (an account without a password).
+        guard !bytes.isEmpty else {
+            throw SourceError(.authentication, "\(what) \(resolved) is empty; write the secret in it")
+        }
         return String(decoding: bytes, as: UTF8.self)
     }
 

@@ -30,7 +30,7 @@ public struct SourceLocation: Sendable, Equatable, CustomStringConvertible {
             return
         }
         guard let schemeEnd = text.range(of: "://") else {
-            throw ParseError(message: "source \"\(text)\" is neither an absolute path nor a URL; write /path, sftp://host/path or https://host/path")
+            throw ParseError(message: "source \"\(Self.redacted(text))\" is neither an absolute path nor a URL; write /path, sftp://host/path or https://host/path")
         }
         let scheme = text[..<schemeEnd.lowerBound].lowercased()
         let rest = text[schemeEnd.upperBound...]
@@ -41,7 +41,7 @@ public struct SourceLocation: Sendable, Equatable, CustomStringConvertible {
             throw ParseError(message: "source \(scheme)://… has a query or fragment; give the folder's URL only (encode # as %23)")
         }
         guard let path = Self.percentDecoded(rawPath) else {
-            throw ParseError(message: "source path \(rawPath) has a bad %-escape or encodes / or NUL")
+            throw ParseError(message: "source \(Self.redacted(text)) has a bad %-escape or encodes / or NUL in its path")
         }
         var user: String?
         if let at = authority.lastIndex(of: "@") {
@@ -55,20 +55,20 @@ public struct SourceLocation: Sendable, Equatable, CustomStringConvertible {
         var host = String(authority)
         var port: Int?
         if host.hasPrefix("[") {
-            guard let close = host.firstIndex(of: "]") else { throw ParseError(message: "source host \(host) has an unclosed [") }
+            guard let close = host.firstIndex(of: "]") else { throw ParseError(message: "source \(Self.redacted(text)) has a host with an unclosed [") }
             let after = host[host.index(after: close)...]
             if after.hasPrefix(":") {
                 guard let number = Int(after.dropFirst()), (1...65_535).contains(number) else {
-                    throw ParseError(message: "bad port in \(text); write [address]:port with a number from 1 to 65535")
+                    throw ParseError(message: "bad port in \(Self.redacted(text)); write [address]:port with a number from 1 to 65535")
                 }
                 port = number
             } else if !after.isEmpty {
-                throw ParseError(message: "source host \(host) has text after its ]; write [address]:port")
+                throw ParseError(message: "source \(Self.redacted(text)) has text after its host's ]; write [address]:port")
             }
             host = String(host[host.index(after: host.startIndex)..<close])
         } else if let colon = host.lastIndex(of: ":") {
             guard let number = Int(host[host.index(after: colon)...]), (1...65_535).contains(number) else {
-                throw ParseError(message: "bad port in \(text); write host:port with a number from 1 to 65535")
+                throw ParseError(message: "bad port in \(Self.redacted(text)); write host:port with a number from 1 to 65535")
             }
             port = number
             host = String(host[..<colon])
@@ -79,11 +79,11 @@ public struct SourceLocation: Sendable, Equatable, CustomStringConvertible {
             kind = .local(path)
             description = "file://" + rawPath
         case "sftp":
-            guard !host.isEmpty else { throw ParseError(message: "source \(text) has no host; write sftp://[user@]host[:port]/path") }
+            guard !host.isEmpty else { throw ParseError(message: "source \(Self.redacted(text)) has no host; write sftp://[user@]host[:port]/path") }
             kind = .sftp(user: user, host: host, port: port ?? 22, path: path)
             description = "sftp://" + (user.map { "\($0)@" } ?? "") + String(authority) + rawPath
         case "http", "https":
-            guard !host.isEmpty else { throw ParseError(message: "source \(text) has no host") }
+            guard !host.isEmpty else { throw ParseError(message: "source \(Self.redacted(text)) has no host") }
             guard user == nil else { throw ParseError(message: "source URL contains a user name; use the username key instead") }
             let secure = scheme == "https"
             let url = scheme + "://" + String(authority) + rawPath
@@ -92,6 +92,16 @@ public struct SourceLocation: Sendable, Equatable, CustomStringConvertible {
         default:
             throw ParseError(message: "source scheme \(scheme):// is not supported; use a path, sftp://, http:// or https://")
         }
+    }
+
+    /// `text` fit for an error message: what may be `user:password@` is cut to `…@`. Why not only the userinfo
+    /// the parser finds: a password with a `/` in it ends the authority early (`https://me:pa/ss@host/`), and the
+    /// parser then reads `me:pa` as a host and port; so everything from the scheme (or the start, for
+    /// `user:pass@host:/path`) to the last `@` goes, when it holds a `:`.
+    static func redacted(_ text: String) -> String {
+        let start = text.range(of: "://")?.upperBound ?? text.startIndex
+        guard let at = text[start...].lastIndex(of: "@"), text[start..<at].contains(":") else { return text }
+        return String(text[..<start]) + "…" + String(text[at...])
     }
 
     /// Percent-decodes a URL path; refuses bad escapes and encoded `/` or NUL inside a name.

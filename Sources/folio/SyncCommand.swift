@@ -40,7 +40,10 @@ struct SyncCommand: AsyncParsableCommand {
                 throw CLIError.usage("\(config.file): no enabled target has mode manual or both; name the targets to run, e.g. folio sync --now \(example.name)")
             }
         } else {
-            chosen = try targets.map { name in
+            // Why each name once: a target named twice ran twice, and with --parallel-targets its second run
+            // waited on the first's lock, calling its own process "another folio process".
+            var seen = Set<String>()
+            chosen = try targets.filter { seen.insert($0).inserted }.map { name in
                 guard let target = config.targets.first(where: { $0.name == name }) else {
                     let known = config.targets.map(\.name).joined(separator: ", ")
                     throw CLIError.usage("no target named \"\(name)\" in \(config.file); targets: \(known.isEmpty ? "none" : known)")

@@ -25,11 +25,11 @@ struct TrustCommand: ParsableCommand {
         let location: SourceLocation
         // A bare host (`folio trust nas.local`) means SFTP: trust has no other kind of server.
         let url = server.contains("://") ? server : "sftp://" + server
-        do { location = try SourceLocation(parsing: url) } catch { throw ValidationError(error.message) }
+        do { location = try SourceLocation(parsing: url) } catch { throw CLIError.usage(error.message) }
         guard case let .sftp(_, host, port, _) = location.kind else {
-            throw ValidationError("\(server) is not an sftp:// URL; write sftp://host[:port]")
+            throw CLIError.usage("\(server) is not an sftp:// URL; write sftp://host[:port]")
         }
-        guard timeout > 0 else { throw ValidationError("--timeout must be at least 1 second") }
+        guard (1...3_600).contains(timeout) else { throw CLIError.usage("--timeout must be a whole number from 1 to 3600, as in a configuration") }
         let file = knownHosts.map { $0.hasPrefix("/") ? $0 : FileManager.default.currentDirectoryPath + "/" + $0 } ?? HostKeyTrust.defaultKnownHostsPath
         let name = "sftp://\(host.contains(":") ? "[\(host)]" : host):\(port)"
 

@@ -740,6 +740,23 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(FixtureTree.listing(work.path("shared")), [], "nothing written")
     }
 
+    /// A target named twice runs once: with `--parallel-targets` its second run waited on the first's lock and,
+    /// with `--no-wait`, failed as "being synced by another folio process" (its own).
+    func testATargetNamedTwiceRunsOnce() throws {
+        FixtureTree.write(work.path("a"), "f", "f")
+        FixtureTree.write(work.path(""), "folio.toml", """
+            [[target]]
+            name = "t1"
+            source = "\(work.path("a"))"
+            destination = "\(work.path("mirror-a"))"
+            """)
+        let outcome = FolioBinary.run(["sync", "--config", work.path("folio.toml"), "--parallel-targets", "2", "--no-wait", "t1", "t1"], environment: environment)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        XCTAssertEqual(outcome.stderrLines, [])
+        XCTAssertEqual(outcome.stdoutLines.count, 1, outcome.stdout)
+        XCTAssertTrue(outcome.stdout.hasPrefix("t1: 1 added, "), outcome.stdout)
+    }
+
     func testSyncNowRunsManualTargetsAndGuardsExitFour() throws {
         for i in 0..<4 { FixtureTree.write(work.path("a"), "f\(i)", "\(i)") }
         FixtureTree.write(work.path("b"), "only", "b")

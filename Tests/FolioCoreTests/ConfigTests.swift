@@ -169,7 +169,12 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(try SourceLocation(parsing: "sftp://[::1]:2222/srv").kind, .sftp(user: nil, host: "::1", port: 2222, path: "/srv"))
         for (text, message) in [("sftp://[::1]:99999/x", "bad port in sftp://[::1]:99999/x; write [address]:port with a number from 1 to 65535"),
                                 ("sftp://[::1]:0/x", "bad port in sftp://[::1]:0/x; write [address]:port with a number from 1 to 65535"),
-                                ("sftp://[::1]x/y", "source host [::1]x has text after its ]; write [address]:port")] {
+                                ("sftp://[::1]x/y", "source sftp://[::1]x/y has text after its host's ]; write [address]:port"),
+                                // A password with a / ends the authority early; no message may show any of it.
+                                ("https://user:S3cret/PW@127.0.0.1/path/", "bad port in https://…@127.0.0.1/path/; write host:port with a number from 1 to 65535"),
+                                ("sftp://[me:pa/ss@host/x", "source sftp://…@host/x has a host with an unclosed ["),
+                                ("https://me:pa/s%zz@host/", "source https://…@host/ has a bad %-escape or encodes / or NUL in its path"),
+                                ("me:secret@nas:/srv", "source \"…@nas:/srv\" is neither an absolute path nor a URL; write /path, sftp://host/path or https://host/path")] {
             XCTAssertThrowsError(try SourceLocation(parsing: text), text) { error in
                 XCTAssertEqual((error as? SourceLocation.ParseError)?.message, message)
             }

@@ -4,6 +4,18 @@ import XCTest
 
 /// `folio trust` run as a user runs it.
 final class TrustCommandTests: XCTestCase {
+    /// Bad arguments get one line and exit 2, before any connection: a timeout too large for the socket's wait
+    /// crashed (an Int32 overflow), usage errors added a second line naming the wrong command, and a password
+    /// with a / in it was printed back.
+    func testBadArgumentsGetOneLineAndNoSecret() throws {
+        let tooLong = FolioBinary.run(["trust", "127.0.0.1:1", "--timeout", "2147484"])
+        XCTAssertEqual(tooLong.status, 2, tooLong.stderr)
+        XCTAssertEqual(tooLong.stderrLines, ["folio: --timeout must be a whole number from 1 to 3600, as in a configuration"])
+        let password = FolioBinary.run(["trust", "sftp://user:S3cret/PW@127.0.0.1:1"])
+        XCTAssertEqual(password.status, 2, password.stderr)
+        XCTAssertEqual(password.stderrLines, ["folio: bad port in sftp://…@127.0.0.1:1; write host:port with a number from 1 to 65535"])
+    }
+
     func testTrustAsksOnlyOnATerminalTakesYesThenMirrorWorks() throws {
         let server = try SSHServer()
         let work = TemporaryDirectory("sftp-trust-cli")
