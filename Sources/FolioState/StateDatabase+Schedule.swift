@@ -84,10 +84,10 @@ extension StateDatabase {
             var rows: [String: ScheduleRow] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT target, daemon_pid, next_run_at, files_done, files_total, bytes_done, bytes_total FROM schedule") {
                 var progress: ScheduleRow.Progress?
-                if let filesDone = row[3] as Int?, let filesTotal = row[4] as Int?, let bytesDone = row[5] as Int64?, let bytesTotal = row[6] as Int64? {
+                if let filesDone = try row.decode(Int?.self, atIndex: 3), let filesTotal = try row.decode(Int?.self, atIndex: 4), let bytesDone = try row.decode(Int64?.self, atIndex: 5), let bytesTotal = try row.decode(Int64?.self, atIndex: 6) {
                     progress = ScheduleRow.Progress(filesDone: filesDone, filesTotal: filesTotal, bytesDone: bytesDone, bytesTotal: bytesTotal)
                 }
-                let schedule = ScheduleRow(target: row[0], daemonPID: row[1], nextRunAt: (row[2] as Double?).map { Date(timeIntervalSince1970: $0) },
+                let schedule = try ScheduleRow(target: row.decode(atIndex: 0), daemonPID: row.decode(atIndex: 1), nextRunAt: row.decode(Double?.self, atIndex: 2).map { Date(timeIntervalSince1970: $0) },
                                            progress: progress)
                 rows[schedule.target] = schedule
             }

@@ -181,14 +181,14 @@ public final class StateDatabase: StateStore, Sendable {
                 record.reserveCapacity(try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM entry WHERE target = ?", arguments: [target]) ?? 0)
                 let rows = try Row.fetchCursor(db, sql: "SELECT path, kind, size, mtime, validator, checksum, local_inode, local_mtime FROM entry WHERE target = ?", arguments: [target])
                 while let row = try rows.next() {
-                    let bytes: Data = row[0]
+                    let bytes: Data = try row.decode(atIndex: 0)
                     // A row whose path no longer validates (written by hand?) is dropped: it never becomes a path.
                     let shared = bytes.withUnsafeBytes { snapshot.path(matching: $0.assumingMemoryBound(to: UInt8.self)) }
                     guard let path = shared ?? (try? RelativePath(validating: [UInt8](bytes))),
-                          let kind = Entry.Kind(rawValue: UInt8(clamping: row[1] as Int)) else { continue }
-                    record.append(RecordedEntry(path: path, kind: kind, size: row[2], mtime: FileTime(nanoseconds: row[3]),
-                                                validator: row[4], checksum: row[5], localInode: UInt64(bitPattern: row[6]),
-                                                localMtime: FileTime(nanoseconds: row[7])))
+                          let kind = Entry.Kind(rawValue: UInt8(clamping: try row.decode(Int.self, atIndex: 1))) else { continue }
+                    try record.append(RecordedEntry(path: path, kind: kind, size: row.decode(atIndex: 2), mtime: FileTime(nanoseconds: row.decode(atIndex: 3)),
+                                                validator: row.decode(atIndex: 4), checksum: row.decode(atIndex: 5), localInode: UInt64(bitPattern: row.decode(atIndex: 6)),
+                                                localMtime: FileTime(nanoseconds: row.decode(atIndex: 7))))
                 }
                 return RecordedTree(consume record)
             }
@@ -240,7 +240,7 @@ public final class StateDatabase: StateStore, Sendable {
             try queue.write { db in
                 // A target pointed at another source or destination starts over: its record describes another tree.
                 if let row = try Row.fetchOne(db, sql: "SELECT source, destination FROM target WHERE name = ?", arguments: [target]) {
-                    if row[0] as String != source || row[1] as String != destination {
+                    if try row.decode(String.self, atIndex: 0) != source || row.decode(String.self, atIndex: 1) != destination {
                         try db.execute(sql: "DELETE FROM entry WHERE target = ?", arguments: [target])
                         // Paths of the old tree mean nothing to a hook of the new one.
                         try db.execute(sql: "DELETE FROM hook_backlog WHERE target = ?", arguments: [target])
@@ -366,9 +366,9 @@ public final class StateDatabase: StateStore, Sendable {
                 let rows = try Row.fetchAll(db, sql: "SELECT run, paths FROM hook_backlog WHERE target = ? AND run < ? ORDER BY run, id",
                                             arguments: [target, run ?? Int64.max])
                 for row in rows {
-                    let kept: Int64 = row[0]
+                    let kept: Int64 = try row.decode(atIndex: 0)
                     if backlog.runs.last != kept { backlog.runs.append(kept) }
-                    let bytes: Data = row[1]
+                    let bytes: Data = try row.decode(atIndex: 1)
                     for line in bytes.split(separator: UInt8(ascii: "\n")) {
                         if let path = try? RelativePath(validating: [UInt8](line)), seen.insert(path).inserted { backlog.paths.append(path) }
                     }
@@ -448,10 +448,10 @@ public final class StateDatabase: StateStore, Sendable {
                     """)
                 var runs: [String: RunRow] = [:]
                 for row in rows {
-                    let run = RunRow(id: row[0], target: row[1], trigger: row[2], startedAt: Date(timeIntervalSince1970: row[3]),
-                                     endedAt: (row[4] as Double?).map { Date(timeIntervalSince1970: $0) }, result: row[5],
-                                     downloaded: row[6], updated: row[7], removed: row[8], trashed: row[9], createdFolders: row[10],
-                                     bytes: row[11], failed: row[12], error: row[13], pid: row[14])
+                    let run = try RunRow(id: row.decode(atIndex: 0), target: row.decode(atIndex: 1), trigger: row.decode(atIndex: 2), startedAt: Date(timeIntervalSince1970: row.decode(atIndex: 3)),
+                                     endedAt: row.decode(Double?.self, atIndex: 4).map { Date(timeIntervalSince1970: $0) }, result: row.decode(atIndex: 5),
+                                     downloaded: row.decode(atIndex: 6), updated: row.decode(atIndex: 7), removed: row.decode(atIndex: 8), trashed: row.decode(atIndex: 9), createdFolders: row.decode(atIndex: 10),
+                                     bytes: row.decode(atIndex: 11), failed: row.decode(atIndex: 12), error: row.decode(atIndex: 13), pid: row.decode(atIndex: 14))
                     runs[run.target] = run
                 }
                 return runs
@@ -484,6 +484,11 @@ public final class StateDatabase: StateStore, Sendable {
             default:
                 return StateError("state database \(path): \(error.message ?? "SQLite error \(error.resultCode.rawValue)")")
             }
+        }
+        if error is RowDecodingError {
+            // A value of the wrong type (a file edited by hand, or damaged where SQLite's own checks do not look):
+            // what it holds cannot be trusted, as for a file SQLite finds corrupt.
+            return StateError("state database \(path) holds a value Folio cannot read; move it aside and run again: Folio starts a new one and adopts the files already in place")
         }
         return StateError("state database \(path): \(error)")
     }

@@ -191,6 +191,19 @@ final class StateDatabaseTests: XCTestCase {
         }
     }
 
+    /// A value of the wrong type in a row (`started_at = 'abc'`, here set by hand) is one line with the way out,
+    /// as a corrupt file is; GRDB's subscripts stopped the process on it (`folio status` crashed).
+    func testAValueOfTheWrongTypeSaysWhatToDo() throws {
+        let folder = TemporaryDirectory("state")
+        let database = try StateDatabase(directory: folder.path)
+        _ = try database.beginRun(target: "t", source: "/s", destination: "/d", trigger: .manual, startedAt: Date())
+        try database.queue.write { try $0.execute(sql: "UPDATE run SET started_at = 'abc'") }
+        XCTAssertThrowsError(try database.lastRuns()) { error in
+            XCTAssertEqual((error as? StateError)?.message,
+                           "state database \(folder.path)/state.sqlite holds a value Folio cannot read; move it aside and run again: Folio starts a new one and adopts the files already in place")
+        }
+    }
+
     func testANewerSchemaIsRefused() throws {
         let folder = TemporaryDirectory("state")
         _ = try StateDatabase(directory: folder.path)
