@@ -24,15 +24,25 @@ public enum PathText {
     /// Why the text goes to `realpath` as it is: `link/..` is the parent of the link's target, as the kernel
     /// reads it. (Foundation's `standardizedFileURL`, used before, reads it so too where the link exists, but
     /// says nothing of it; `realpath` is the kernel's own answer.)
+    ///
+    /// A link to a folder not made yet (a destination's first run) is followed by its text: it names where the
+    /// folder will be, and two targets writing there through it would share one folder.
     public static func real(_ path: String) -> String {
         var existing = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
         var rest: [Substring] = []
+        var linksFollowed = 0
         while true {
             if let resolved = realpath(existing, nil) {
                 defer { free(resolved) }
                 return normalized(([Substring(String(cString: resolved))] + rest).joined(separator: "/"))
             }
             guard existing != "/", let slash = existing.lastIndex(of: "/") else { return normalized(existing) }
+            // 40, as the kernel's own limit on links in one lookup (ELOOP): a loop of links ends here.
+            if linksFollowed < 40, let target = try? FileManager.default.destinationOfSymbolicLink(atPath: existing) {
+                linksFollowed += 1
+                existing = target.hasPrefix("/") ? target : (slash == existing.startIndex ? "" : String(existing[..<slash])) + "/" + target
+                continue
+            }
             rest.insert(existing[existing.index(after: slash)...], at: 0)
             existing = slash == existing.startIndex ? "/" : String(existing[..<slash])
         }
