@@ -69,9 +69,11 @@ final class ConsoleReporter: SyncEventSink, @unchecked Sendable {
     }
 
     /// A line for the operator outside any target (lock waits and the like).
-    func note(_ line: String) {
+    func note(_ line: String, target: String? = nil) {
         if mode == .json {
-            write(JSONLine.encode(["event": "notice", "message": line]))
+            var fields = ["event": "notice", "message": line]
+            if let target { fields["target"] = target }
+            write(JSONLine.encode(fields))
         } else {
             printAboveBlock(line, toError: true)
         }

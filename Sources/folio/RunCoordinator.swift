@@ -85,7 +85,7 @@ struct RunCoordinator {
             Result { () throws(TargetLock.Failure) -> TargetLock? in
                 if dryRun { return nil }
                 return try TargetLock.acquire(target, wait: wait, waiting: { holder in
-                    reporter.note("\(holder); waiting (use --no-wait to give up instead)")
+                    reporter.note("\(holder); waiting (use --no-wait to give up instead)", target: target.name)
                 }, stopped: { stopper.isStopped })
             }
         }

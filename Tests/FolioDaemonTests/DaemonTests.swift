@@ -255,6 +255,16 @@ final class DaemonTests: XCTestCase {
         XCTAssertTrue(other.output.contains("target docs is being synced by pid \(daemon.pid) (started "), other.output)
         XCTAssertTrue(other.output.contains(" into \(dst)"), other.output)
 
+        // With --json, the wait is a notice about this target, as docs/json-events.md says.
+        let jsonWaiting = try DaemonProcess(["sync", "--now", "docs", "--json", "--config", configPath], environment: environment, logPath: scratch.path("json-waiting.log"))
+        children.append(jsonWaiting)
+        eventually(20, "a JSON run waiting") { jsonWaiting.log.contains("waiting") }
+        let notice = jsonWaiting.log.split(separator: "\n").first { $0.contains("waiting") }.map(String.init) ?? ""
+        XCTAssertTrue(notice.hasPrefix(#"{"event":"notice","message":"target docs is being synced by pid \#(daemon.pid) (started "#), notice)
+        XCTAssertTrue(notice.hasSuffix(#"; waiting (use --no-wait to give up instead)","target":"docs"}"#), notice)
+        jsonWaiting.signal(SIGTERM)
+        XCTAssertEqual(jsonWaiting.waitForExit(seconds: 10), 1, jsonWaiting.log)
+
         // SIGTERM ends a wait for the lock (a systemd stop must not hang until the other run ends).
         let stopping = try DaemonProcess(["sync", "--now", "docs", "--config", configPath], environment: environment, logPath: scratch.path("stopping.log"))
         children.append(stopping)
