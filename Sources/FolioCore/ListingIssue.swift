@@ -4,7 +4,8 @@ public struct ListingIssue: Sendable, Hashable, CustomStringConvertible {
     public enum Kind: Sendable, Hashable {
         /// A folder (or the entry itself) could not be read: nothing may be removed on its account.
         case unreadable(String)
-        /// An entry deliberately left out (bad name, special file, symlink by policy, outside the root).
+        /// An entry deliberately left out (bad name, special file, symlink by policy, outside the root, a file whose
+        /// place a folder Folio leaves alone holds).
         case skipped(String)
         /// Two names in one folder differ only in Unicode normalisation; both are kept as distinct names.
         case normalizationClash(String)

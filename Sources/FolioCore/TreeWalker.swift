@@ -139,8 +139,9 @@ struct TreeWalker: Sendable {
         var chunks: [[LocalItem]] = []
         var count = 0
         var issues: [ListingIssue] = []
-        /// A destination walk's excluded entries, and the folders holding a name that cannot be listed.
+        /// A destination walk's excluded entries (see `LeftAlone`).
         var excluded: [RelativePath] = []
+        /// A destination walk's folders holding a name that cannot be a `RelativePath` (a newline in it, say).
         var holdingUnlisted: [RelativePath] = []
         /// The folders this thread was handed: the items read for each (its subtree, less the subfolders it
         /// handed on) are the run `start..<end` of this thread's items.
