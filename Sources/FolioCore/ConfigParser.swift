@@ -136,7 +136,7 @@ struct ConfigParser {
             default: throw error(key, "max-delete is a count (max-delete = 100) or a percentage (max-delete = \"50%\")")
             }
         case "trash-days": target.trashDays = try integer(key, in: 0...36_500)
-        case "timeout": target.timeout = try integer(key, in: 1...3_600)
+        case "timeout": target.timeout = try integer(key, in: TargetConfig.timeoutRange)
         case "symlinks":
             let text = try string(key)
             guard let policy = ListingOptions.SymlinkPolicy(rawValue: text) else { throw error(key, "symlinks must be \"skip\" or \"follow\"") }

@@ -1,4 +1,4 @@
-/// The one error type every `Source` throws: what went wrong, where, and whether trying again can help.
+/// The one error type every `Source` throws: what went wrong, where, and (by its code) whether trying again can help.
 ///
 /// `message` is a single line that names the path or URL (never a credential) and, where there is one, the fix.
 public struct SourceError: Error, Sendable, CustomStringConvertible {
@@ -37,9 +37,6 @@ public struct SourceError: Error, Sendable, CustomStringConvertible {
     public var path: RelativePath?
     /// The underlying cause as the lower layer reported it, e.g. `libssh2 -18 (LIBSSH2_ERROR_AUTHENTICATION_FAILED)`.
     public var underlying: String?
-    /// Whether trying again within minutes can help (see `Code.isRetryable`).
-    public var isRetryable: Bool { code.isRetryable }
-
     /// An error of kind `code`, saying `message`, about the entry at `path` when there is one.
     public init(_ code: Code, _ message: String, path: RelativePath? = nil, underlying: String? = nil) {
         self.code = code

@@ -40,6 +40,8 @@ public struct TargetConfig: Sendable, Equatable {
     public var symlinks: ListingOptions.SymlinkPolicy = .skip
     /// Seconds a network operation may take before the connection counts as dead.
     public var timeout: Int = 30
+    /// The seconds `timeout` may be, in a configuration and for `folio trust --timeout`.
+    public static let timeoutRange = 1...3_600
     /// A command run after a run that changed something; `{target}` is replaced by the target's name.
     public var onChange: [String] = []
     /// Seconds `onChange` may run before it is stopped: the target's schedule waits for it, so a hook that hangs

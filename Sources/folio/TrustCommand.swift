@@ -29,7 +29,10 @@ struct TrustCommand: ParsableCommand {
         guard case let .sftp(_, host, port, _) = location.kind else {
             throw CLIError.usage("\(server) is not an sftp:// URL; write sftp://host[:port]")
         }
-        guard (1...3_600).contains(timeout) else { throw CLIError.usage("--timeout must be a whole number from 1 to 3600, as in a configuration") }
+        let range = TargetConfig.timeoutRange
+        guard range.contains(timeout) else {
+            throw CLIError.usage("--timeout must be a whole number from \(range.lowerBound) to \(range.upperBound), as in a configuration")
+        }
         let file = knownHosts.map { $0.hasPrefix("/") ? $0 : FileManager.default.currentDirectoryPath + "/" + $0 } ?? HostKeyTrust.defaultKnownHostsPath
         let name = "sftp://\(host.contains(":") ? "[\(host)]" : host):\(port)"
 
