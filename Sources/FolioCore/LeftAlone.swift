@@ -18,6 +18,18 @@ public struct LeftAlone: Sendable {
         for folder in holdingUnlisted { addHolders(from: folder) }
     }
 
+    /// Whether `path` is an excluded entry the scan met, or lies inside one. Its record stays: the file is still
+    /// the one Folio wrote, and when the exclude goes it is Folio's to update, not a local file to set aside.
+    public func covers(_ path: RelativePath) -> Bool {
+        if excluded.isEmpty { return false }
+        var current: RelativePath? = path
+        while let candidate = current, !candidate.isRoot {
+            if excluded.contains(candidate) { return true }
+            current = candidate.parent
+        }
+        return false
+    }
+
     /// Adds `folder` and the folders above it; stops at one already there, whose own are there too.
     private mutating func addHolders(from folder: RelativePath?) {
         var folder = folder

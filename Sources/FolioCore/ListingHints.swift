@@ -17,6 +17,19 @@ public struct ListingHints: Sendable, Equatable {
         self.memo = memo
     }
 
+    /// Drops the folders `exclude` leaves out, and those inside them. Their records stay while the destination
+    /// holds them (`LeftAlone.covers`), but listing them ahead would cost requests for entries the run leaves out.
+    public mutating func dropFolders(excludedBy exclude: ExcludeFilter) {
+        guard !exclude.isEmpty else { return }
+        var dropped = Set<RelativePath>()
+        // In path order, a folder comes after the folders above it, so one look at its parent is enough.
+        folders.removeAll { folder in
+            guard folder.parent.map(dropped.contains) == true || exclude.excludes(folder, isFolder: true) else { return false }
+            dropped.insert(folder)
+            return true
+        }
+    }
+
     /// How long a server's answer a source keeps in its memo (a refused request, a missing feature) is taken as
     /// known: after it, the source asks again, in case the server has changed.
     public static let answerDays = 7

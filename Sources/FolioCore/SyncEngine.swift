@@ -120,6 +120,7 @@ public struct SyncEngine: Sendable {
         if !options.dryRun {
             if source.features.listsAhead {
                 listing.hints = try state.listingHints(of: name)
+                listing.hints.dropFolders(excludedBy: listing.exclude)
             } else if source.features.readsMemo {
                 listing.hints.memo = try state.listingMemo(of: name)
             }

@@ -89,9 +89,10 @@ private struct Merge {
 
     mutating func finish(remote: Snapshot, local: [LocalItem]) -> SyncPlan {
         if removalsAllowed {
-            // Records of paths on neither side; those of removed local entries go with their removal.
+            // Records of paths on neither side; those of removed local entries go with their removal. Those of
+            // excluded entries still at the destination stay (`LeftAlone.covers`).
             plan.recordDeletions = record.lazy.map(\.path).filter { path in
-                remote.entry(at: path) == nil && !Self.contains(local, path)
+                remote.entry(at: path) == nil && !Self.contains(local, path) && !leftAlone.covers(path)
             }
         }
         addParentTimes(remote: remote)

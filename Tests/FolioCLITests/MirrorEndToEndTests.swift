@@ -272,6 +272,28 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertTrue(outcome.stdoutLines.last?.hasPrefix("\(target): 2 removed, ") == true, outcome.stdout)
     }
 
+    /// A file Folio wrote stays its own while excluded: when the exclude goes, a change at the source meanwhile
+    /// updates it as any other, rather than setting it aside as a file changed here. Adding the exclude changes
+    /// nothing at the destination.
+    func testAFileExcludedForAWhileIsStillFoliosWhenTheExcludeGoes() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "one")
+        FixtureTree.write(work.path("src"), "b.txt", "b")
+        let target = "mirror:\(work.path("dst"))"
+        XCTAssertEqual(FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment).status, 0)
+        let excluding = FolioBinary.run(["mirror", work.path("src"), work.path("dst"), "--exclude", "a.txt"], environment: environment)
+        XCTAssertEqual(excluding.status, 0, excluding.stderr)
+        XCTAssertEqual(excluding.stdoutLines.count, 1, excluding.stdout)
+        XCTAssertTrue(excluding.stdoutLines.first?.hasPrefix("\(target): unchanged, checked in ") == true, excluding.stdout)
+        FixtureTree.write(work.path("src"), "a.txt", "two, longer")
+        XCTAssertEqual(utimensat(AT_FDCWD, work.path("src/a.txt"), [timespec(tv_sec: 1_600_000_000, tv_nsec: 0), timespec(tv_sec: 1_600_000_000, tv_nsec: 0)], 0), 0)
+
+        let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        XCTAssertEqual(outcome.stdoutLines.count, 1, outcome.stdout)
+        XCTAssertTrue(outcome.stdoutLines.first?.hasPrefix("\(target): 1 updated, ") == true, outcome.stdout)
+        XCTAssertEqual(FixtureTree.read(work.path("dst/a.txt")), Array("two, longer".utf8))
+    }
+
     /// `--exclude` with a `[` that no `]` closes is refused before anything is made: exit 2, one line with the fix.
     func testAnExcludeWithAnUnclosedSetIsRefused() throws {
         FixtureTree.write(work.path("src"), "a.jpg", "a")

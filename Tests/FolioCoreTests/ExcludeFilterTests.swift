@@ -38,4 +38,17 @@ final class ExcludeFilterTests: XCTestCase {
         let globs = ["*.[jJpg", "*.[jJ]pg", "\\[draft*", "[", "a[]b", "[]]", "[!]x", "x[a-c]y[", "\\", "plain"]
         XCTAssertEqual(ExcludeFilter.unclosedSets(in: globs), ["*.[jJpg", "[", "a[]b", "[!]x", "x[a-c]y["])
     }
+
+    /// The last run's folders are listed ahead without those an exclude now leaves out, and without what lies in
+    /// them: their records stay while the destination holds them, but the run does not want their entries.
+    func testHintsDropExcludedFoldersAndWhatIsInThem() throws {
+        let folders = try ["a", "a/cache", "a/cache/deep", "a/cached", "b", "b/x", "node_modules", "node_modules/dep"].map { try RelativePath(validating: $0) }
+        var hints = ListingHints(folders: folders, memo: "m")
+        hints.dropFolders(excludedBy: ExcludeFilter(["cache/", "/node_modules"]))
+        XCTAssertEqual(hints.folders.map(\.description), ["a", "a/cached", "b", "b/x"])
+        XCTAssertEqual(hints.memo, "m")
+        var unfiltered = ListingHints(folders: folders)
+        unfiltered.dropFolders(excludedBy: ExcludeFilter())
+        XCTAssertEqual(unfiltered.folders, folders)
+    }
 }
