@@ -70,11 +70,13 @@ struct RunCoordinator {
 
     /// Makes the source, takes the destination's lock and runs the target; the lock is let go on return.
     private func runLocked(_ target: TargetConfig, engine: SyncEngine, stopper: SignalStopper) async -> RunReport {
+        // A run that ends before the engine starts it still took this long: the wait for another run's lock counts.
+        let began = Date()
         let source: any Source
         do {
             source = try await SourceFactory.make(for: target)
         } catch {
-            return await failedToStart(target, "\(error)", engine: engine)
+            return await failedToStart(target, "\(error)", engine: engine, began: began)
         }
         let wait = waitForLock
         let reporter = self.reporter
@@ -90,10 +92,10 @@ struct RunCoordinator {
             }
         }
         switch lock {
-        case .failure(.stopped): return failed(target, TargetLock.Failure.stopped.message, result: .interrupted)
+        case .failure(.stopped): return failed(target, TargetLock.Failure.stopped.message, result: .interrupted, began: began)
         // Another run holds the folder (--no-wait): its run is what status should show, not this one's giving up.
-        case .failure(.busy(let holder)): return failed(target, holder)
-        case .failure(let failure): return await failedToStart(target, failure.message, engine: engine)
+        case .failure(.busy(let holder)): return failed(target, holder, began: began)
+        case .failure(let failure): return await failedToStart(target, failure.message, engine: engine, began: began)
         case .success(let held):
             let progress = TransferProgress()
             reporter.watch(target: target.name, progress: progress)
@@ -104,7 +106,7 @@ struct RunCoordinator {
                 source.prepare()
                 report = await engine.run(target, source: source, options: options, progress: progress)
             } else {
-                report = failed(target, "stopped before it started", result: .interrupted)
+                report = failed(target, "stopped before it started", result: .interrupted, began: began)
             }
             // By hand only: the daemon would make and take away a folder that a media server may watch at every
             // interval while the source is down; by hand, one failed run must not leave a new, empty folder.
@@ -121,10 +123,12 @@ struct RunCoordinator {
 
     /// A run that failed before the engine started it, recorded like any run (see `StateStore.recordFailedStart`),
     /// except in a dry run, which records nothing.
-    private func failedToStart(_ target: TargetConfig, _ message: String, engine: SyncEngine) async -> RunReport {
+    private func failedToStart(_ target: TargetConfig, _ message: String, engine: SyncEngine, began: Date) async -> RunReport {
         var report = RunReport(target: target.name)
         report.result = .failed
         report.error = message
+        report.startedAt = began
+        report.seconds = Date().timeIntervalSince(began)
         if !options.dryRun {
             let reporter = self.reporter, trigger = options.trigger
             await Blocking.run { [report] in
@@ -137,10 +141,12 @@ struct RunCoordinator {
         return report
     }
 
-    private func failed(_ target: TargetConfig, _ message: String, result: RunReport.Result = .failed) -> RunReport {
+    private func failed(_ target: TargetConfig, _ message: String, result: RunReport.Result = .failed, began: Date) -> RunReport {
         var report = RunReport(target: target.name)
         report.result = result
         report.error = message
+        report.startedAt = began
+        report.seconds = Date().timeIntervalSince(began)
         reporter.emit(.finished(report))
         return report
     }

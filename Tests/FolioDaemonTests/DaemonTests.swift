@@ -264,6 +264,14 @@ final class DaemonTests: XCTestCase {
         XCTAssertTrue(notice.hasSuffix(#"; waiting (use --no-wait to give up instead)","target":"docs"}"#), notice)
         jsonWaiting.signal(SIGTERM)
         XCTAssertEqual(jsonWaiting.waitForExit(seconds: 10), 1, jsonWaiting.log)
+        // Stopped while it waited, it never started: a target-done alone, whose seconds count the wait.
+        let lines = jsonWaiting.log.split(separator: "\n")
+        XCTAssertFalse(lines.contains { $0.contains(#""event":"target-start""#) }, jsonWaiting.log)
+        let done = lines.last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] } ?? [:]
+        XCTAssertEqual(done["event"] as? String, "target-done", jsonWaiting.log)
+        XCTAssertEqual(done["result"] as? String, "interrupted", jsonWaiting.log)
+        XCTAssertEqual(done["error"] as? String, "stopped while waiting for the other run", jsonWaiting.log)
+        XCTAssertGreaterThan(done["seconds"] as? Double ?? 0, 0, jsonWaiting.log)
 
         // SIGTERM ends a wait for the lock (a systemd stop must not hang until the other run ends).
         let stopping = try DaemonProcess(["sync", "--now", "docs", "--config", configPath], environment: environment, logPath: scratch.path("stopping.log"))
