@@ -56,6 +56,7 @@ struct ConfigParser {
                 throw ConfigError(file: file, line: table.line, message: "this [[target]] has no \(required); add \(required) = \"…\"")
             }
             config.warnings += unusedSettings(of: target, keys: table.keys)
+            try checkCredentials(of: target, keys: table.keys)
             // A warning, as for the settings above: a configuration that loaded before must still load.
             if let key = table.keys.first(where: { $0.name == "exclude" }) {
                 config.warnings += ExcludeFilter.unclosedSets(in: target.exclude).map { glob in
@@ -90,6 +91,15 @@ struct ConfigParser {
         return keys.filter { Self.sourceKeys.contains($0.name) && !used.contains($0.name) }.map { key in
             ConfigError(file: file, line: key.line, message: "target \"\(target.name)\": \(key.name) is not used with \(source), this target's source; remove it, or check that it is in the right target").description
         }
+    }
+
+    /// An HTTP source's credentials are a bearer token, or a user name with its password: a half or a mix is an
+    /// error here, with the line to fix, rather than at every run (in the daemon's log, without a line).
+    private func checkCredentials(of target: TargetConfig, keys: [TOMLReader.Key]) throws(ConfigError) {
+        guard case .http? = try? SourceLocation(parsing: target.source).kind,
+              let problem = target.sourceSettings.httpCredentialsProblem() else { return }
+        let line = keys.last { $0.name == problem.key }?.line ?? keys.first?.line ?? 0
+        throw ConfigError(file: file, line: line, message: "target \"\(target.name)\": \(problem.message)")
     }
 
     /// The keys that only some kinds of source use.

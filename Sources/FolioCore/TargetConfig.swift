@@ -148,4 +148,20 @@ public struct SourceSettings: Sendable, Equatable {
 
     /// No setting given (TLS certificates checked).
     public init() {}
+
+    /// What is wrong with these settings as an HTTP source's credentials, which are a bearer token, or a user name
+    /// with its password, or none: the key to fix and a sentence that says how, the keys spelt by `name` (a
+    /// configuration's key, `folio mirror`'s flag). Nil when they are one of those.
+    public func httpCredentialsProblem(naming name: (String) -> String = { $0 }) -> (key: String, message: String)? {
+        switch (username != nil, passwordFile != nil, tokenFile != nil) {
+        case (false, false, _), (true, true, false):
+            nil
+        case (_, _, true):
+            ("token-file", "\(name("token-file")) is set together with \(name("username")) or \(name("password-file")); use one: a bearer token, or a user name and its password")
+        case (true, false, false):
+            ("username", "\(name("username")) is set but \(name("password-file")) is not; add \(name("password-file")), the path of a file holding the password")
+        case (false, true, false):
+            ("password-file", "\(name("password-file")) is set but \(name("username")) is not; add \(name("username"))")
+        }
+    }
 }

@@ -48,20 +48,16 @@ public struct HTTPSource: Source {
             throw SourceError(.protocolViolation, "\(location) is not an http:// or https:// URL")
         }
         displayName = url
+        if let problem = settings.httpCredentialsProblem() {
+            throw SourceError(.authentication, "source \(url): \(problem.message)")
+        }
         let credentials: CurlSettings.Credentials
-        switch (settings.username, settings.passwordFile, settings.tokenFile) {
-        case (nil, nil, nil):
-            credentials = .none
-        case (nil, nil, let tokenFile?):
+        if let tokenFile = settings.tokenFile {
             credentials = .bearer(try SecretFile.read(tokenFile, what: "token-file"))
-        case (let user?, let passwordFile?, nil):
+        } else if let user = settings.username, let passwordFile = settings.passwordFile {
             credentials = .password(user: user, password: try SecretFile.read(passwordFile, what: "password-file"), scheme: .unknown)
-        case (_, _, _?):
-            throw SourceError(.authentication, "source \(url) sets token-file together with username or password-file; use one: a bearer token, or username + password-file")
-        case (_?, nil, nil):
-            throw SourceError(.authentication, "source \(url) sets username but no password-file; add password-file")
-        case (nil, _?, nil):
-            throw SourceError(.authentication, "source \(url) sets password-file but no username; add username")
+        } else {
+            credentials = .none
         }
         var certificates: [UInt8]?
         if let caFile = settings.caFile {

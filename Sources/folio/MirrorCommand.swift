@@ -74,6 +74,12 @@ struct MirrorCommand: AsyncParsableCommand {
         if let glob = ExcludeFilter.unclosedSets(in: exclude).first {
             throw CLIError.usage("--exclude \(quoted(glob)) has a \"[\" that no \"]\" closes, so it would match a \"[\" in names; close the set, or write \\[ for a literal \"[\"")
         }
+        // Before the configuration's own check, whose message would name the keys, not the flags.
+        if case .http? = try? SourceLocation(parsing: sourceText).kind {
+            var credentials = SourceSettings()
+            (credentials.username, credentials.passwordFile, credentials.tokenFile) = (username, passwordFile, tokenFile)
+            if let problem = credentials.httpCredentialsProblem(naming: { "--" + $0 }) { throw CLIError.usage(problem.message) }
+        }
         var toml = "[[target]]\nname = \"mirror\"\nsource = \(quoted(sourceText))\ndestination = \(quoted(absolute))\n"
         if let transfers { toml += "transfers = \(transfers)\n" }
         toml += "timeout = \(timeout)\ntrash-days = \(trashDays)\nsymlinks = \(quoted(symlinks))\n"

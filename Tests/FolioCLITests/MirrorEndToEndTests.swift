@@ -294,6 +294,23 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(FixtureTree.read(work.path("dst/a.txt")), Array("two, longer".utf8))
     }
 
+    /// Half an HTTP log-in (a user without a password, a token beside them) is a usage error naming the flags,
+    /// before anything is made or contacted.
+    func testHalfAnHTTPLogInIsAUsageErrorNamingTheFlags() throws {
+        let rows: [([String], String)] = [
+            (["--username", "ann"], "folio: --username is set but --password-file is not; add --password-file, the path of a file holding the password"),
+            (["--password-file", "/etc/folio/pw"], "folio: --password-file is set but --username is not; add --username"),
+            (["--token-file", "/t", "--username", "ann", "--password-file", "/p"],
+             "folio: --token-file is set together with --username or --password-file; use one: a bearer token, or a user name and its password"),
+        ]
+        for (flags, line) in rows {
+            let outcome = FolioBinary.run(["mirror", "http://127.0.0.1:9/share/", work.path("dst")] + flags, environment: environment)
+            XCTAssertEqual(outcome.status, 2, outcome.stderr)
+            XCTAssertEqual(outcome.stderrLines, [line])
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst")))
+    }
+
     /// `--exclude` with a `[` that no `]` closes is refused before anything is made: exit 2, one line with the fix.
     func testAnExcludeWithAnUnclosedSetIsRefused() throws {
         FixtureTree.write(work.path("src"), "a.jpg", "a")

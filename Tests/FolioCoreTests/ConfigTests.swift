@@ -62,6 +62,7 @@ final class ConfigTests: XCTestCase {
     /// Every mistake names file:line, the key, and what to write instead.
     func testMistakesSayWhereAndWhatToWrite() {
         let base = "[[target]]\nname = \"a\"\nsource = \"/src\"\ndestination = \"/dst\"\n"
+        let web = "[[target]]\nname = \"w\"\nsource = \"https://nas.lan/share/\"\ndestination = \"/dst\"\n"
         let rows: [(text: String, expected: String)] = [
             (base + "destinaton = \"/x\"\n", "f.toml:5: unknown key \"destinaton\"; did you mean \"destination\"?"),
             (base + "transfers = \"4\"\n", "f.toml:5: transfers must be a whole number from 1 to 64"),
@@ -83,6 +84,10 @@ final class ConfigTests: XCTestCase {
             ("[target]\n", "f.toml:1: unknown table [target]; targets are written [[target]]"),
             ("name = \"x\"\n", "f.toml:1: name belongs in a [[target]] table"),
             (base + "source2 = \"x\" junk\n", "f.toml:5: unexpected text after the value; one key per line"),
+            (web + "password-file = \"/etc/folio/pw\"\n", "f.toml:5: target \"w\": password-file is set but username is not; add username"),
+            (web + "username = \"ann\"\n", "f.toml:5: target \"w\": username is set but password-file is not; add password-file, the path of a file holding the password"),
+            (web + "username = \"ann\"\npassword-file = \"/p\"\ntoken-file = \"/t\"\n",
+             "f.toml:7: target \"w\": token-file is set together with username or password-file; use one: a bearer token, or a user name and its password"),
             ("[[target]]\nname = \"a\"\nsource = \"sftp://user:pw@host/x\"\n", "f.toml:3: source URL contains a password; put the password in a file only this user can read and give that file as password-file (folio mirror: --password-file)"),
         ]
         for row in rows {
@@ -110,6 +115,7 @@ final class ConfigTests: XCTestCase {
             source = "https://files.example.org/kiosk/"
             destination = "/srv/kiosk"
             known-hosts = "/etc/folio/known_hosts"
+            username = "kiosk"
             password-file = "secrets_pw"
 
             [[target]]
@@ -124,7 +130,7 @@ final class ConfigTests: XCTestCase {
             "/etc/folio/folio.toml:7: target \"local\": identity is not used with a local folder, this target's source; remove it, or check that it is in the right target",
             "/etc/folio/folio.toml:8: target \"local\": password-file is not used with a local folder, this target's source; remove it, or check that it is in the right target",
             "/etc/folio/folio.toml:14: target \"web\": known-hosts is not used with an http(s):// server, this target's source; remove it, or check that it is in the right target",
-            "/etc/folio/folio.toml:22: target \"nas\": webdav is not used with an sftp:// server, this target's source; remove it, or check that it is in the right target",
+            "/etc/folio/folio.toml:23: target \"nas\": webdav is not used with an sftp:// server, this target's source; remove it, or check that it is in the right target",
         ])
     }
 

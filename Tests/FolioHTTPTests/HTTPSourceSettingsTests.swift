@@ -29,10 +29,10 @@ final class HTTPSourceSettingsTests: XCTestCase {
         let folder = TemporaryDirectory("settings")
         FixtureTree.write(folder.path, "secret", "hunter2\n")
         XCTAssertNoThrow(try make { $0.username = "u"; $0.passwordFile = folder.path("secret") })
-        XCTAssertEqual(message { $0.username = "u" }, "source https://127.0.0.1:9/a%20b/ sets username but no password-file; add password-file")
-        XCTAssertEqual(message { $0.passwordFile = folder.path("secret") }, "source https://127.0.0.1:9/a%20b/ sets password-file but no username; add username")
+        XCTAssertEqual(message { $0.username = "u" }, "source https://127.0.0.1:9/a%20b/: username is set but password-file is not; add password-file, the path of a file holding the password")
+        XCTAssertEqual(message { $0.passwordFile = folder.path("secret") }, "source https://127.0.0.1:9/a%20b/: password-file is set but username is not; add username")
         XCTAssertEqual(message { $0.tokenFile = folder.path("secret"); $0.username = "u" },
-                       "source https://127.0.0.1:9/a%20b/ sets token-file together with username or password-file; use one: a bearer token, or username + password-file")
+                       "source https://127.0.0.1:9/a%20b/: token-file is set together with username or password-file; use one: a bearer token, or a user name and its password")
         XCTAssertEqual(message { $0.caFile = folder.path("missing.pem") },
                        "cannot read ca-file \(folder.path("missing.pem")) for https://127.0.0.1:9/a%20b/; check that it exists and holds PEM certificates")
         let unreadable = message { $0.username = "u"; $0.passwordFile = folder.path("missing") }
