@@ -77,18 +77,8 @@ struct ConfigParser {
     /// another target, or a mistaken source, should not pass unseen.
     private func unusedSettings(of target: TargetConfig, keys: [TOMLReader.Key]) -> [String] {
         guard let kind = try? SourceLocation(parsing: target.source).kind else { return [] }
-        let used: Set<String>
-        let source: String
-        switch kind {
-        case .local:
-            (used, source) = ([], "a local folder")
-        case .sftp:
-            (used, source) = (["identity", "passphrase-file", "password-file", "known-hosts"], "an sftp:// server")
-        case .http:
-            (used, source) = (["password-file", "username", "token-file", "ca-file", "insecure-tls", "webdav", "connections", "requests-per-second"],
-                              "an http(s):// server")
-        }
-        return keys.filter { Self.sourceKeys.contains($0.name) && !used.contains($0.name) }.map { key in
+        let (used, source) = SourceSettings.keys(usedBy: kind)
+        return keys.filter { SourceSettings.keys.contains($0.name) && !used.contains($0.name) }.map { key in
             ConfigError(file: file, line: key.line, message: "target \"\(target.name)\": \(key.name) is not used with \(source), this target's source; remove it, or check that it is in the right target").description
         }
     }
@@ -101,10 +91,6 @@ struct ConfigParser {
         let line = keys.last { $0.name == problem.key }?.line ?? keys.first?.line ?? 0
         throw ConfigError(file: file, line: line, message: "target \"\(target.name)\": \(problem.message)")
     }
-
-    /// The keys that only some kinds of source use.
-    static let sourceKeys: Set<String> = ["identity", "passphrase-file", "password-file", "known-hosts", "username", "token-file", "ca-file",
-                                          "insecure-tls", "webdav", "connections", "requests-per-second"]
 
     /// Applies one target key (or top-level default) to a target.
     func apply(_ key: TOMLReader.Key, to target: inout TargetConfig) throws(ConfigError) {

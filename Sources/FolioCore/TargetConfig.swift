@@ -149,6 +149,23 @@ public struct SourceSettings: Sendable, Equatable {
     /// No setting given (TLS certificates checked).
     public init() {}
 
+    /// The configuration keys of these settings: each kind of source uses some of them.
+    public static let keys: Set<String> = ["identity", "passphrase-file", "password-file", "known-hosts", "username", "token-file", "ca-file",
+                                           "insecure-tls", "webdav", "connections", "requests-per-second"]
+
+    /// The keys a kind of source uses, and how a message names that kind.
+    public static func keys(usedBy kind: SourceLocation.Kind) -> (used: Set<String>, source: String) {
+        switch kind {
+        case .local:
+            ([], "a local folder")
+        case .sftp:
+            (["identity", "passphrase-file", "password-file", "known-hosts"], "an sftp:// server")
+        case .http:
+            (["password-file", "username", "token-file", "ca-file", "insecure-tls", "webdav", "connections", "requests-per-second"],
+             "an http(s):// server")
+        }
+    }
+
     /// What is wrong with these settings as an HTTP source's credentials, which are a bearer token, or a user name
     /// with its password, or none: the key to fix and a sentence that says how, the keys spelt by `name` (a
     /// configuration's key, `folio mirror`'s flag). Nil when they are one of those.

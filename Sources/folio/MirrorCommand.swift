@@ -41,6 +41,9 @@ struct MirrorCommand: AsyncParsableCommand {
 
     func run() async throws {
         let target = try makeTarget()
+        for flag in unusedFlags(source: target.source) {
+            FileDescriptorOutput.writeToStandardError("folio: warning: \(flag)\n")
+        }
         // Reads the filesystem: off the cooperative pool. A usage error (exit 2), as the same folders spelt alike are.
         if let overlap = await Blocking.run({ target.sourceOverlapOnDisk() }) { throw CLIError.usage(overlap) }
         let coordinator = RunCoordinator(
@@ -104,6 +107,20 @@ struct MirrorCommand: AsyncParsableCommand {
         }
         target.name = "mirror:" + absolute
         return target
+    }
+
+    /// The source flags given that this kind of source does not use, each as a warning, as a configuration's
+    /// unused keys are: the run goes on, but a mistaken source (a local path where a URL was meant) shows.
+    private func unusedFlags(source: String) -> [String] {
+        guard let kind = try? SourceLocation(parsing: source).kind else { return [] }
+        let (used, sourceName) = SourceSettings.keys(usedBy: kind)
+        let given: [(key: String, isSet: Bool)] = [
+            ("identity", identity != nil), ("passphrase-file", passphraseFile != nil), ("password-file", passwordFile != nil),
+            ("known-hosts", knownHosts != nil), ("username", username != nil), ("token-file", tokenFile != nil), ("ca-file", caFile != nil),
+            ("insecure-tls", insecureTLS), ("webdav", webdav != "auto"), ("connections", connections != nil),
+            ("requests-per-second", requestsPerSecond != nil),
+        ]
+        return given.filter { $0.isSet && !used.contains($0.key) }.map { "--\($0.key) is not used with \(sourceName), this run's source; remove it, or check the source" }
     }
 
     private func absolutePath(_ path: String) -> String {

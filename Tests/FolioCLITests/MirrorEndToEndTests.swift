@@ -311,6 +311,18 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst")))
     }
 
+    /// A source flag the source does not use is a warning, as a configuration's unused key is; the run goes on.
+    func testASourceFlagTheSourceDoesNotUseIsWarnedAbout() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("dst"), "--identity", "/root/.ssh/id_ed25519", "--webdav", "false"], environment: environment)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        XCTAssertEqual(outcome.stderrLines, [
+            "folio: warning: --identity is not used with a local folder, this run's source; remove it, or check the source",
+            "folio: warning: --webdav is not used with a local folder, this run's source; remove it, or check the source",
+        ])
+        XCTAssertEqual(FixtureTree.read(work.path("dst/a.txt")), Array("a".utf8))
+    }
+
     /// `--exclude` with a `[` that no `]` closes is refused before anything is made: exit 2, one line with the fix.
     func testAnExcludeWithAnUnclosedSetIsRefused() throws {
         FixtureTree.write(work.path("src"), "a.jpg", "a")
