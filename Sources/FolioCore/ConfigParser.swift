@@ -122,6 +122,7 @@ struct ConfigParser {
             switch key.value {
             case .integer(let count) where count >= 0: target.maxDelete = .count(Int(count))
             case .string(let text) where text.hasSuffix("%"):
+                try checkNoControl(text, key)
                 guard let percent = Int(text.dropLast()), percent >= 0 else {
                     throw error(key, "max-delete \"\(text)\" is not a percentage; write e.g. \"50%\"")
                 }
@@ -225,7 +226,16 @@ struct ConfigParser {
         guard case .string(let text) = key.value else {
             throw error(key, "\(key.name) must be a string, not \(key.value.typeName)" + (hint.map { "; \($0)" } ?? "; put it in quotes"))
         }
+        try checkNoControl(text, key)
         return text
+    }
+
+    /// No setting holds a control character but a tab (written as an escape, `\u001b`): none is a name Folio
+    /// mirrors or a path anyone means, and a message echoing the value would act on the terminal. A tab may be
+    /// meant (an `on-change` argument), and is harmless in a message.
+    private func checkNoControl(_ text: String, _ key: TOMLReader.Key) throws(ConfigError) {
+        guard let control = text.unicodeScalars.first(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else { return }
+        throw error(key, "\(key.name) holds the control character \(RelativePath.display([UInt8(control.value)])); remove it")
     }
 
     private func bool(_ key: TOMLReader.Key) throws(ConfigError) -> Bool {
@@ -245,6 +255,7 @@ struct ConfigParser {
         var strings: [String] = []
         for item in items {
             guard case .string(let text) = item else { throw error(key, "\(key.name) must hold only strings in quotes") }
+            try checkNoControl(text, key)
             strings.append(text)
         }
         return strings

@@ -158,6 +158,8 @@ struct TOMLReader {
             let word = String(decoding: bytes[start..<index], as: UTF8.self)
             let digits = word.replacingUnderscores()
             if let integer = Int64(digits) { return .integer(integer) }
+            let unsigned = digits.first == "+" || digits.first == "-" ? digits.dropFirst() : Substring(digits)
+            if !unsigned.isEmpty, unsigned.allSatisfy({ ("0"..."9").contains($0) }) { throw fail("number \(word) is too large") }
             // A float has a fraction or an exponent (`2.5`, `1e-05`, as `folio mirror` writes a small rate).
             if digits.contains(where: { $0 == "." || $0 == "e" || $0 == "E" }), let float = Double(digits), float.isFinite {
                 return .float(float)
@@ -193,7 +195,7 @@ struct TOMLReader {
             if current == UInt8(ascii: "\n") { index += 1; line += 1 }
             let start = index
             while index < bytes.count, !bytes[index...].starts(with: Array("'''".utf8)) {
-                if bytes[index] == UInt8(ascii: "\n") { line += 1 }
+                if bytes[index] == UInt8(ascii: "\n") { line += 1 } else { try checkNotControl(bytes[index]) }
                 index += 1
             }
             guard index < bytes.count else { throw fail("''' string is not closed") }
@@ -205,12 +207,22 @@ struct TOMLReader {
         let start = index
         while let c = current, c != UInt8(ascii: "'") {
             if c == UInt8(ascii: "\n") { throw fail("string is not closed on its line") }
+            try checkNotControl(c)
             index += 1
         }
         guard current != nil else { throw fail("string is not closed") }
         let text = String(decoding: bytes[start..<index], as: UTF8.self)
         index += 1
         return text
+    }
+
+    /// TOML allows no raw control character in a string but a tab (and a multi-line string's line ends): one
+    /// there is a stray byte (a terminal's escape pasted in, a NUL from a binary file), never what was meant,
+    /// and printed back in a message it would act on the terminal.
+    private func checkNotControl(_ byte: UInt8) throws(ParseError) {
+        let isLineEnd = byte == 0x0D && index + 1 < bytes.count && bytes[index + 1] == 0x0A
+        guard byte < 0x20 && byte != 0x09 && !isLineEnd || byte == 0x7F else { return }
+        throw fail("a string holds the control character \(RelativePath.display([byte])); remove it")
     }
 
     private mutating func basicString() throws(ParseError) -> String {
@@ -229,6 +241,8 @@ struct TOMLReader {
             if c == UInt8(ascii: "\n") {
                 guard multiline else { throw fail("string is not closed on its line") }
                 line += 1
+            } else {
+                try checkNotControl(c)
             }
             if c == UInt8(ascii: "\\") {
                 index += 1

@@ -88,6 +88,11 @@ final class ConfigTests: XCTestCase {
             (web + "username = \"ann\"\n", "f.toml:5: target \"w\": username is set but password-file is not; add password-file, the path of a file holding the password"),
             (web + "username = \"ann\"\npassword-file = \"/p\"\ntoken-file = \"/t\"\n",
              "f.toml:7: target \"w\": token-file is set together with username or password-file; use one: a bearer token, or a user name and its password"),
+            (base + "exclude = [\"a\u{1B}[31mb\"]\n", "f.toml:5: a string holds the control character \\x1b; remove it"),
+            (base + "exclude = [\'a\u{0}b\']\n", "f.toml:5: a string holds the control character \\x00; remove it"),
+            (base + "on-change = [\"/bin/x\", \"a\\u0007b\"]\n", "f.toml:5: on-change holds the control character \\x07; remove it"),
+            ("[[target]]\nname = \"a\"\nsource = \"/src\\u001b[2J\"\n", "f.toml:3: source holds the control character \\x1b; remove it"),
+            (base + "transfers = 99999999999999999999\n", "f.toml:5: number 99999999999999999999 is too large"),
             ("[[target]]\nname = \"a\"\nsource = \"sftp://user:pw@host/x\"\n", "f.toml:3: source URL contains a password; put the password in a file only this user can read and give that file as password-file (folio mirror: --password-file)"),
         ]
         for row in rows {
@@ -153,6 +158,13 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(config.warnings, [
             #"/etc/folio/folio.toml:5: target "photos": exclude pattern "*.[tTmp" has a "[" that no "]" closes, so it matches a "[" in names; close the set, or write "\\[" for a literal "[""#,
         ])
+    }
+
+    /// A file saved with Windows line ends loads, and a tab stays in a string: the only control characters TOML
+    /// allows there.
+    func testWindowsLineEndsAndTabsLoad() throws {
+        let config = try Config.parse("[[target]]\r\nname = \"a\"\r\nsource = \"/src\"\r\ndestination = \"/dst\"\r\non-change = [\"/bin/echo\", \"a\tb\"]\r\n", file: "f.toml")
+        XCTAssertEqual(config.targets.map(\.destination), ["/dst"])
     }
 
     func testDurations() {
