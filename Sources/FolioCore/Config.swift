@@ -32,15 +32,20 @@ public struct Config: Sendable, Equatable {
 
     /// Reads and checks a configuration file.
     public static func load(path: String) throws(ConfigError) -> Config {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            var isFolder: ObjCBool = false
-            let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isFolder)
-            throw ConfigError(file: path, line: nil, message: !exists
-                ? "no configuration file here; copy config/folio.example.toml there, or pass --config FILE"
-                : isFolder.boolValue ? "this is a folder, not a configuration file; pass --config FILE with the file's path"
-                : "cannot read the configuration file; check its permissions")
+        let bytes: [UInt8]
+        switch FileContents.read(path) {
+        case .success(let read): bytes = read
+        case .failure(let failure):
+            let message = switch failure.code {
+            case ENOENT: "no configuration file here; copy config/folio.example.toml there, or pass --config FILE"
+            case EISDIR: "this is a folder, not a configuration file; pass --config FILE with the file's path"
+            case EFBIG: "this file is larger than any configuration (\(FileContents.limit >> 20) MiB); pass --config FILE with the right file"
+            case EACCES: "cannot read the configuration file (\(failure.reason)); check its permissions"
+            default: "cannot read the configuration file (\(failure.reason))"
+            }
+            throw ConfigError(file: path, line: nil, message: message)
         }
-        guard let text = String(data: data, encoding: .utf8) else {
+        guard let text = String(validating: bytes, as: UTF8.self) else {
             throw ConfigError(file: path, line: nil, message: "the configuration file is not UTF-8 text")
         }
         return try parse(text, file: path)

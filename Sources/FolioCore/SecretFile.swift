@@ -11,12 +11,12 @@ public enum SecretFile {
         guard let resolved = resolvedPath(path, environment: environment) else {
             throw SourceError(.authentication, "\(what) \"\(path)\" is not an absolute path and $CREDENTIALS_DIRECTORY is not set; give the file's absolute path")
         }
-        guard let data = FileManager.default.contents(atPath: resolved) else {
+        // With read(2), not Foundation: a secret handed over in a pipe (`--password-file <(pass show nas)`) reads too.
+        guard case .success(var bytes) = FileContents.read(resolved) else {
             throw SourceError(.authentication, "cannot read \(what) \(resolved); check that it exists and is readable by this user")
         }
         // Why on the bytes: in a String "\r\n" is one Character, which neither hasSuffix("\n") nor hasSuffix("\r")
         // matches, so a file saved with Windows line endings kept them as part of the secret.
-        var bytes = Array(data)
         while let last = bytes.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: "\r") { bytes.removeLast() }
         // Why refused: an empty file is a set-up step not done yet, and sent as is it is an empty password or
         // token, which a server may even take (an account without a password).

@@ -1,5 +1,6 @@
 import FolioCore
 import Foundation
+import FolioTestSupport
 import XCTest
 
 final class ConfigTests: XCTestCase {
@@ -165,6 +166,27 @@ final class ConfigTests: XCTestCase {
     func testWindowsLineEndsAndTabsLoad() throws {
         let config = try Config.parse("[[target]]\r\nname = \"a\"\r\nsource = \"/src\"\r\ndestination = \"/dst\"\r\non-change = [\"/bin/echo\", \"a\tb\"]\r\n", file: "f.toml")
         XCTAssertEqual(config.targets.map(\.destination), ["/dst"])
+    }
+
+    /// A configuration handed over in a pipe (`--config <(…)`) loads; `/dev/null` is a file without targets, and a
+    /// folder or a missing file says which it is.
+    func testConfigurationsFromPipesAndDevicesLoadAndOtherPathsSayWhatTheyAre() throws {
+        var fds: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&fds), 0)
+        let text = Array("[[target]]\nname = \"p\"\nsource = \"/src\"\ndestination = \"/dst\"\n".utf8)
+        XCTAssertEqual(write(fds[1], text, text.count), text.count)
+        close(fds[1])
+        defer { close(fds[0]) }
+        XCTAssertEqual(try Config.load(path: "/proc/self/fd/\(fds[0])").targets.map(\.name), ["p"])
+
+        XCTAssertEqual(try Config.load(path: "/dev/null").targets, [])
+        let folder = TemporaryDirectory("config")
+        for (path, expected) in [
+            (folder.path, "\(folder.path): this is a folder, not a configuration file; pass --config FILE with the file's path"),
+            (folder.path("none.toml"), "\(folder.path("none.toml")): no configuration file here; copy config/folio.example.toml there, or pass --config FILE"),
+        ] {
+            XCTAssertThrowsError(try Config.load(path: path)) { XCTAssertEqual(($0 as? ConfigError)?.description, expected) }
+        }
     }
 
     func testDurations() {

@@ -18,6 +18,17 @@ final class SecretFileTests: XCTestCase {
         }
     }
 
+    /// A secret handed over in a pipe (`--password-file <(pass show nas)`) is read as a file's is.
+    func testASecretInAPipeIsRead() throws {
+        var fds: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&fds), 0)
+        let text = Array("s3cret\n".utf8)
+        XCTAssertEqual(write(fds[1], text, text.count), text.count)
+        close(fds[1])
+        defer { close(fds[0]) }
+        XCTAssertEqual(try SecretFile.read("/proc/self/fd/\(fds[0])", what: "password-file"), "s3cret")
+    }
+
     /// A file with nothing in it but line ends is refused, naming the file: sent as is, it was an empty password or
     /// token (`Authorization: Bearer ` with nothing after it), and the run went on as if all were set up.
     func testAnEmptySecretFileIsRefused() throws {
