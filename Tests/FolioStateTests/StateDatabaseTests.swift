@@ -229,6 +229,8 @@ final class StateDatabaseTests: XCTestCase {
 
     func testStateLocation() {
         XCTAssertEqual(StateLocation.directory(configured: "/cfg", environment: ["FOLIO_STATE_DIR": "/env"]), "/env")
+        XCTAssertEqual(StateLocation.directory(configured: "/cfg", environment: ["FOLIO_STATE_DIR": "state"]),
+                       FileManager.default.currentDirectoryPath + "/state")
         XCTAssertEqual(StateLocation.directory(configured: "/cfg", environment: [:]), "/cfg")
     }
 }
