@@ -128,7 +128,7 @@ final class CurlEasy {
         onBody: @escaping (UnsafeRawBufferPointer) throws -> Void
     ) throws {
         curl_easy_reset(handle)
-        let context = TransferContext(bodyLimit: request.bodyLimit, cancelled: cancelled, decide: decide, onBody: onBody)
+        let context = TransferContext(bodyLimit: request.bodyLimit, stallTimeout: settings.stallTimeout, cancelled: cancelled, decide: decide, onBody: onBody)
         var headerList: UnsafeMutablePointer<curl_slist>?
         for header in request.headers { headerList = curl_slist_append(headerList, header) }
         // Why `transfer` holds both: libcurl keeps the context pointer and reads the header list until the
@@ -159,6 +159,9 @@ final class CurlEasy {
         transfer = nil
         curl_slist_free_all(headerList)
         if let error = context.error { throw error }
+        if context.stalled, code == CURLE_ABORTED_BY_CALLBACK {
+            throw Failure(code: Int32(CURLE_OPERATION_TIMEDOUT.rawValue), text: "nothing received for \(context.stallTimeout) s")
+        }
         guard code == CURLE_OK else { throw failure(code) }
         // A response without a body (HEAD, 204, an empty file) never reached the write callback.
         if !context.decided {
@@ -380,13 +383,35 @@ private final class TransferContext {
     var streaming = false
     var collected: [UInt8] = []
     var error: (any Error)?
+    /// Header and body bytes received so far, and when the progress callback last saw the count move.
+    var received = 0
+    private var receivedAtLastLook = 0
+    private var lastMove = ContinuousClock.now
+    /// Seconds without a byte received after which the transfer is stalled.
+    let stallTimeout: Int
+    /// Set when the progress callback stopped the transfer as stalled (see `isStalled`).
+    var stalled = false
 
-    init(bodyLimit: Int, cancelled: @escaping () -> Bool, decide: @escaping (Int, HTTPHeaders) throws -> Bool,
+    init(bodyLimit: Int, stallTimeout: Int, cancelled: @escaping () -> Bool, decide: @escaping (Int, HTTPHeaders) throws -> Bool,
          onBody: @escaping (UnsafeRawBufferPointer) throws -> Void) {
         self.bodyLimit = bodyLimit
+        self.stallTimeout = stallTimeout
         self.cancelled = cancelled
         self.decide = decide
         self.onBody = onBody
+    }
+
+    /// Whether nothing has come for `stallTimeout` seconds. Why Folio's own check beside libcurl's low-speed
+    /// limit: libcurl averages upload and download, so a request with a body (a PROPFIND) counted its own bytes
+    /// sent as traffic, and a silent server was taken for dead only after twice the timeout.
+    func isStalled() -> Bool {
+        let now = ContinuousClock.now
+        if received != receivedAtLastLook {
+            receivedAtLastLook = received
+            lastMove = now
+            return false
+        }
+        return now - lastMove >= .seconds(stallTimeout)
     }
 }
 
@@ -395,6 +420,7 @@ private func curlHeaderCallback(_ buffer: UnsafeMutablePointer<CChar>?, _ size: 
     let length = size * count
     guard let buffer, let context else { return 0 }
     let transfer = Unmanaged<TransferContext>.fromOpaque(context).takeUnretainedValue()
+    transfer.received += length
     // Parsed as bytes, not as a String: in a String "\r\n" is one Character (hasSuffix("\n") misses it), and
     // lowercased()/trimmingCharacters(in:) went through Unicode tables and NSString, a tenth of a 1,000-file
     // WebDAV mirror's CPU.
@@ -423,6 +449,7 @@ private func curlWriteCallback(_ buffer: UnsafeMutablePointer<CChar>?, _ size: I
     let length = size * count
     guard let buffer, let context else { return 0 }
     let transfer = Unmanaged<TransferContext>.fromOpaque(context).takeUnretainedValue()
+    transfer.received += length
     let bytes = UnsafeRawBufferPointer(start: buffer, count: length)
     do {
         if !transfer.decided {
@@ -444,8 +471,15 @@ private func curlWriteCallback(_ buffer: UnsafeMutablePointer<CChar>?, _ size: I
     }
 }
 
-/// Lets a cancelled run stop a transfer even while the server sends nothing.
+/// Lets a cancelled run stop a transfer even while the server sends nothing, and stops a stalled one (libcurl
+/// calls it about once a second while nothing moves).
 private func curlProgressCallback(_ context: UnsafeMutableRawPointer?, _: curl_off_t, _: curl_off_t, _: curl_off_t, _: curl_off_t) -> Int32 {
     guard let context else { return 0 }
-    return Unmanaged<TransferContext>.fromOpaque(context).takeUnretainedValue().cancelled() ? 1 : 0
+    let transfer = Unmanaged<TransferContext>.fromOpaque(context).takeUnretainedValue()
+    if transfer.cancelled() { return 1 }
+    if transfer.isStalled() {
+        transfer.stalled = true
+        return 1
+    }
+    return 0
 }

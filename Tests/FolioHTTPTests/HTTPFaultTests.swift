@@ -189,6 +189,23 @@ final class HTTPFaultTests: XCTestCase {
         XCTAssertEqual(stub.requests.filter { $0["method"] as? String == "GET" }.count, 2)
     }
 
+    /// A server that reads a PROPFIND and answers nothing is given up on after the timeout, not twice it: libcurl's
+    /// own low-speed limit counted the request's body as traffic. Folio's stall check says so in its text.
+    func testASilentServerIsGivenUpOnAfterTheTimeoutEvenForARequestWithABody() async throws {
+        let stub = try StubServer()
+        var settings = SourceSettings()
+        settings.webdav = true
+        let source = try HTTPSource(location: SourceLocation(parsing: stub.url("silent")), settings: settings, timeout: 1, transfers: 1)
+        do {
+            _ = try await source.snapshot(options: ListingOptions())
+            XCTFail("a silent server gave a listing")
+        } catch let error as SourceError {
+            XCTAssertEqual(error.code, .unreachable)
+            XCTAssertEqual(error.underlying, "curl 28 (nothing received for 1 s)")
+            XCTAssertTrue(error.message.hasPrefix("no answer from \(stub.url("silent")) within 1 s (2 tries): "), error.message)
+        }
+    }
+
     func testDroppedConnectionResumesWithRangeAndIfRange() async throws {
         let stub = try StubServer()
         let source = try source(stub.url("resume"))

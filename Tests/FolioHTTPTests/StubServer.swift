@@ -116,6 +116,11 @@ class Handler(BaseHTTPRequestHandler):
         scenario = self.path.strip("/").split("/")[0]
         if scenario == "bearer" and self.headers.get("Authorization") != TOKEN:
             return self.send(401, b"who?", [("WWW-Authenticate", 'Bearer realm="stub"')])
+        if scenario == "silent":
+            # Reads the request and answers nothing, for longer than any test's timeout.
+            time.sleep(8)
+            self.close_connection = True
+            return
         if scenario == "ratelimit" and n == 1:
             return self.send(429, b"slow down", [("Retry-After", "1")])
         if self.headers.get("Depth") == "infinity":
