@@ -762,6 +762,8 @@ public final class Destination: Sendable {
         case ENOSPC, EDQUOT: fix = "; free some space on the destination's disk"
         case EACCES, EPERM: fix = "; make the destination writable by the user running folio"
         case EROFS: fix = "; the destination's filesystem is mounted read-only"
+        case ENOTDIR: fix = "; a folder on the way is a file: move it aside, or choose another destination"
+        case ELOOP: fix = "; a folder on the way is a symlink that loops: fix or remove it"
         case EXDEV:
             // Only a rename across filesystems gives EXDEV here: a folder of the destination is a mount point, and
             // Folio's partial files and trash (in `.folio`, on the root's filesystem) cannot be renamed into it.

@@ -323,6 +323,16 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(FixtureTree.read(work.path("dst/a.txt")), Array("a".utf8))
     }
 
+    /// A destination below a file fails in one line that names the fix, and makes nothing.
+    func testADestinationBelowAFileSaysWhatToDo() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        FixtureTree.write(work.path(""), "afile", "not a folder")
+        let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("afile/dst")], environment: environment)
+        XCTAssertEqual(outcome.status, 1, outcome.stderr)
+        XCTAssertEqual(outcome.stderrLines, ["mirror:\(work.path("afile/dst")): failed: cannot create destination \(work.path("afile/dst")): Not a directory; a folder on the way is a file: move it aside, or choose another destination"])
+        XCTAssertEqual(FixtureTree.read(work.path("afile")), Array("not a folder".utf8))
+    }
+
     /// `--exclude` with a `[` that no `]` closes is refused before anything is made: exit 2, one line with the fix.
     func testAnExcludeWithAnUnclosedSetIsRefused() throws {
         FixtureTree.write(work.path("src"), "a.jpg", "a")
