@@ -497,7 +497,7 @@ final class MirrorEndToEndTests: XCTestCase {
         running.process.waitUntilExit()
         let stderr = String(decoding: running.standardErrorPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         XCTAssertEqual(running.process.terminationStatus, 1, stderr)
-        XCTAssertEqual(stderr, "mirror:\(work.path("dst")): failed: cannot open \(work.path("dst"))/.folio/trash: Not a directory\n")
+        XCTAssertEqual(stderr, "mirror:\(work.path("dst")): failed: cannot open \(work.path("dst"))/.folio/trash: Not a directory; a folder on the way is a file: move it aside, or choose another destination\n")
     }
 
     /// Mirrors `source` with a 60 s timeout, sends SIGINT `pause` µs after the listing began (its event is out,
@@ -630,7 +630,7 @@ final class MirrorEndToEndTests: XCTestCase {
         FixtureTree.write(work.path("dst"), ".folio", "not a folder")
         let failed = FolioBinary.run(["sync", "--now"] + config, environment: environment)
         XCTAssertEqual(failed.status, 1)
-        XCTAssertEqual(failed.stderrLines, ["docs: failed: cannot open \(work.path("dst/.folio")): Not a directory"])
+        XCTAssertEqual(failed.stderrLines, ["docs: failed: cannot open \(work.path("dst/.folio")): Not a directory; a folder on the way is a file: move it aside, or choose another destination"])
         let status = FolioBinary.run(["status"] + config, environment: environment)
         XCTAssertTrue(status.stdout.hasPrefix("docs: failed at "), status.stdout)
         XCTAssertTrue(status.stdout.contains("— cannot open \(work.path("dst/.folio")): Not a directory"), status.stdout)
