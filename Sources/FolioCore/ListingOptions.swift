@@ -17,6 +17,9 @@ public struct ListingOptions: Sendable {
     /// What the last run left for this listing (empty on a first run); used by sources with
     /// `SourceFeatures.listsAhead`.
     public var hints = ListingHints()
+    /// The target's destination folder, by identity, for a source that can meet it inside its own tree (a local
+    /// folder): it is skipped there. Set by the engine.
+    var destination: DirectoryIdentity?
 
     /// Options for one listing; `hints` start empty.
     public init(symlinks: SymlinkPolicy = .skip, exclude: ExcludeFilter = ExcludeFilter(), parallelism: Int = 4) {

@@ -26,7 +26,7 @@ public struct LocalSource: Source {
     public func snapshot(options: ListingOptions) async throws -> Snapshot {
         let root = rootPath
         let walker = TreeWalker(rootPath: root, symlinks: options.symlinks, exclude: options.exclude,
-                                isDestination: false, skipAtRoot: [], threads: options.parallelism)
+                                isDestination: false, skipAtRoot: [], threads: options.parallelism, destination: options.destination)
         // Why a dedicated queue: the walk blocks in readdir/fstatat and must not hold a cooperative thread.
         return try await withCheckedThrowingContinuation { continuation in
             DispatchQueue(label: "folio.local.snapshot").async {

@@ -125,6 +125,7 @@ public struct SyncEngine: Sendable {
                 listing.hints.memo = try state.listingMemo(of: name)
             }
         }
+        listing.destination = destination.flatMap { TreeWalker.identity(of: $0.rootFD) }
         var (snapshot, local) = try await Self.list(source, options: listing, destination: destination)
         try Self.checkStopped(progress)
         if destination?.ignoresCase == true {

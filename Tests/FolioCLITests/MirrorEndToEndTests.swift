@@ -333,6 +333,28 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(FixtureTree.read(work.path("afile")), Array("not a folder".utf8))
     }
 
+    /// A destination bind-mounted inside its source passes every check of the paths' text; walked as a folder of
+    /// the source, each run copied the mirror into itself one level deeper. It is skipped, with a line that says
+    /// why, and the mirror holds the rest.
+    func testADestinationMountedInsideItsSourceIsSkippedThere() throws {
+        guard getuid() == 0 else { throw XCTSkip("a bind mount needs root") }
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        FixtureTree.write(work.path("src"), "inner/keep.txt", "under the mount point")
+        try FileManager.default.createDirectory(atPath: work.path("dst"), withIntermediateDirectories: true)
+        do { try LoopbackServer.run("mount", ["--bind", work.path("dst"), work.path("src/inner")]) } catch {
+            throw XCTSkip("cannot bind-mount here: \(error)")
+        }
+        defer { _ = try? LoopbackServer.run("umount", ["--lazy", work.path("src/inner")]) }
+        let target = "mirror:\(work.path("dst"))"
+        let skipped = "\(target): skipped inner: it is this target's destination, mounted or linked into the source; Folio would copy the mirror into itself: exclude it, or mount the destination elsewhere"
+        for run in 1...2 {
+            let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment)
+            XCTAssertEqual(outcome.status, 0, outcome.stderr)
+            XCTAssertEqual(outcome.stdoutLines.first, skipped, "run \(run): \(outcome.stdout)")
+            XCTAssertEqual(FixtureTree.listing(work.path("dst")), ["a.txt"], "run \(run)")
+        }
+    }
+
     /// `--exclude` with a `[` that no `]` closes is refused before anything is made: exit 2, one line with the fix.
     func testAnExcludeWithAnUnclosedSetIsRefused() throws {
         FixtureTree.write(work.path("src"), "a.jpg", "a")
