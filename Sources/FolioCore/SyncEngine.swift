@@ -177,7 +177,7 @@ public struct SyncEngine: Sendable {
             if options.dryRun {
                 // Why a refused dry run still lists the plan: what the guard holds back is what the user has to
                 // read before deciding on --force, and a dry run is where they look for it.
-                describe(plan, target: name, report: &report)
+                describe(plan, target: name, destination: target.destination, trashDays: target.trashDays, report: &report)
                 report.error = "\(tooMany), so a run stops before changing anything; the \"would\" lines are what it would do with --force"
             } else {
                 // Both sides named: a destination that already held other files (the wrong folder, or a first
@@ -188,7 +188,7 @@ public struct SyncEngine: Sendable {
         }
 
         if options.dryRun {
-            describe(plan, target: name, report: &report)
+            describe(plan, target: name, destination: target.destination, trashDays: target.trashDays, report: &report)
             report.result = plan.changesNothing ? .unchanged : .synced
             return digest
         }
@@ -326,7 +326,7 @@ public struct SyncEngine: Sendable {
     }
 
     /// A dry run: one notice per planned action, and the counts the run would have.
-    private func describe(_ plan: SyncPlan, target: String, report: inout RunReport) {
+    private func describe(_ plan: SyncPlan, target: String, destination: String, trashDays: Int, report: inout RunReport) {
         for removal in plan.removals {
             let extra = removal.entryCount > 1 ? " (\(removal.entryCount) entries)" : ""
             events.emit(.notice(target: target, message: "would remove \(removal.item.path)\(extra)\(removal.hasLocalChanges ? " [local changes]" : "")"))
@@ -342,6 +342,10 @@ public struct SyncEngine: Sendable {
         report.removed = plan.removedEntryCount
         report.createdFolders = plan.folders.count
         report.bytes = plan.downloadBytes
+        // What the run would set aside, counted as the run counts it (one per removal or download).
+        report.localChanges = plan.removals.filter(\.hasLocalChanges).map(\.item.path) + plan.downloads.filter(\.hasLocalChanges).map(\.entry.path)
+        report.trashed = report.localChanges.count
+        report.trashFolder = trashDays > 0 ? "\(destination)/.folio/trash" : nil
     }
 
     /// Whether the destination already holds exactly the snapshot (paths, kinds, sizes, mtimes at the source's

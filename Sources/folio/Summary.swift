@@ -21,7 +21,7 @@ enum Summary {
             let verb = report.dryRun ? "would be " : ""
             if report.downloaded > 0 { parts.append("\(report.downloaded) \(verb)added") }
             if report.updated > 0 { parts.append("\(report.updated) \(verb)updated") }
-            if report.removed > 0 { parts.append("\(report.removed) \(verb)removed\(report.trashFolder != nil || report.dryRun ? " (in trash)" : "")") }
+            if report.removed > 0 { parts.append("\(report.removed) \(verb)removed\(report.trashFolder != nil ? " (in trash)" : "")") }
             if report.createdFolders > 0 { parts.append("\(CountText.of(report.createdFolders, "folder")) \(verb)created") }
             if parts.isEmpty { parts.append("times and records brought up to date") }
             if report.dryRun {
@@ -38,9 +38,15 @@ enum Summary {
         if !report.localChanges.isEmpty {
             let shown = report.localChanges.prefix(5).map(\.description).joined(separator: ", ")
             let more = report.localChanges.count > 5 ? " and \(report.localChanges.count - 5) more" : ""
-            let place = report.trashFolder.map { " (kept in \($0))" } ?? " (trash-days = 0: deleted)"
             let one = report.localChanges.count == 1
-            lines.append("\(name): \(CountText.of(report.localChanges.count, "local file")) that folio did not write or that changed here \(one ? "was" : "were") moved to the trash: \(shown)\(more)\(place)")
+            let files = "\(CountText.of(report.localChanges.count, "local file")) that folio did not write or that changed here"
+            if report.dryRun {
+                let place = report.trashFolder.map { "moved to the trash in \($0)" } ?? "deleted (trash-days = 0)"
+                lines.append("\(name) (dry run): \(files) would be \(place): \(shown)\(more)")
+            } else {
+                let place = report.trashFolder.map { " (kept in \($0))" } ?? " (trash-days = 0: deleted)"
+                lines.append("\(name): \(files) \(one ? "was" : "were") moved to the trash: \(shown)\(more)\(place)")
+            }
         }
         let unread = report.issues.filter(\.blocksRemovals)
         if let first = unread.first, report.result == .synced || report.result == .unchanged {

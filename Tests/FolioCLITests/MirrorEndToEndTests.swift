@@ -355,6 +355,31 @@ final class MirrorEndToEndTests: XCTestCase {
         }
     }
 
+    /// A dry run counts the local files the run would set aside, as the run then does: the same `trashed` and
+    /// `local_changes` in JSON, and a line in the future tense.
+    func testADryRunCountsTheLocalFilesTheRunWouldSetAside() throws {
+        for name in ["f1", "f2", "f5"] { FixtureTree.write(work.path("src"), name, "from the source") }
+        XCTAssertEqual(FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment).status, 0)
+        FixtureTree.write(work.path("dst"), "f5", "edited here")
+        FixtureTree.write(work.path("dst"), "stray", "made here")
+        let target = "mirror:\(work.path("dst"))"
+
+        let preview = FolioBinary.run(["mirror", work.path("src"), work.path("dst"), "--dry-run"], environment: environment)
+        XCTAssertEqual(preview.status, 0, preview.stderr)
+        XCTAssertEqual(Array(preview.stdoutLines.suffix(2)), [
+            "\(target) (dry run): 1 would be updated, 1 would be removed (in trash), 15 B to copy",
+            "\(target) (dry run): 2 local files that folio did not write or that changed here would be moved to the trash in \(work.path("dst"))/.folio/trash: stray, f5",
+        ])
+        let json = FolioBinary.run(["mirror", work.path("src"), work.path("dst"), "--dry-run", "--json"], environment: environment)
+        XCTAssertEqual(json.events.last?["trashed"] as? Int, 2, json.stdout)
+        XCTAssertEqual(json.events.last?["local_changes"] as? [String], ["stray", "f5"], json.stdout)
+        XCTAssertEqual(FixtureTree.read(work.path("dst/f5")), Array("edited here".utf8), "a dry run changes nothing")
+
+        let real = FolioBinary.run(["mirror", work.path("src"), work.path("dst"), "--json"], environment: environment)
+        XCTAssertEqual(real.events.last?["trashed"] as? Int, 2, real.stdout)
+        XCTAssertEqual(real.events.last?["local_changes"] as? [String], ["stray", "f5"], real.stdout)
+    }
+
     /// `--exclude` with a `[` that no `]` closes is refused before anything is made: exit 2, one line with the fix.
     func testAnExcludeWithAnUnclosedSetIsRefused() throws {
         FixtureTree.write(work.path("src"), "a.jpg", "a")
