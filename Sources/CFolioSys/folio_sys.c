@@ -50,3 +50,46 @@ int folio_reserve_descriptor_table(int highest) {
     close(high);
     return 0;
 }
+
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+
+int folio_open_file_beneath(int dirfd, const char *path) {
+    struct open_how how = {
+        .flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
+    int fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+    if (fd >= 0 || (errno != ENOSYS && errno != EPERM)) return fd;
+    // A kernel before 5.6 (or a seccomp filter that refuses openat2): the same, one component at a time.
+    char part[4096];
+    int current = dirfd;
+    const char *start = path;
+    for (;;) {
+        const char *slash = strchr(start, '/');
+        if (slash == NULL) {
+            int file = openat(current, start, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+            int saved = errno;
+            if (current != dirfd) close(current);
+            errno = saved;
+            return file;
+        }
+        size_t length = (size_t)(slash - start);
+        if (length == 0 || length >= sizeof part) {
+            if (current != dirfd) close(current);
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        memcpy(part, start, length);
+        part[length] = 0;
+        int next = openat(current, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int saved = errno;
+        if (current != dirfd) close(current);
+        if (next < 0) {
+            errno = saved;
+            return -1;
+        }
+        current = next;
+        start = slash + 1;
+    }
+}

@@ -76,6 +76,8 @@ final class LocalConnection: SourceConnection {
     private let rootFD: Int32
     private let rootPath: String
     private let followLinks: Bool
+    /// The source's real path, where links are followed: what a file opened through one must stay within.
+    private let realRoot: String?
     /// Whether the source's file system can share a copy's blocks (`FileSystemType.sharesBlocksOnCopy`): the
     /// kernel copy is then the better one whatever the file's size.
     private let mayReflink: Bool
@@ -93,12 +95,12 @@ final class LocalConnection: SourceConnection {
         self.rootFD = rootFD
         self.rootPath = rootPath
         self.followLinks = followLinks
+        realRoot = followLinks ? rootPath.withCString { TreeWalker.realPath($0) } : nil
         mayReflink = FileSystemType(of: rootFD).sharesBlocksOnCopy
     }
 
     func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws {
-        let fd = entry.path.withCString { folio_openat(rootFD, $0, O_RDONLY | (followLinks ? 0 : O_NOFOLLOW)) }
-        guard fd >= 0 else { throw fileError(entry.path, errno: errno, doing: "open") }
+        let fd = try open(entry.path)
         defer { Glibc.close(fd) }
         // One check, after the copy, is enough: a change during or before the copy shows in it (a shrink stops
         // the copy short, a growth or edit moves the size or mtime).
@@ -145,6 +147,38 @@ final class LocalConnection: SourceConnection {
         Glibc.close(rootFD)
         buffer?.deallocate()
         buffer = nil
+    }
+
+    /// Opens the listed file, as what the listing saw: never through a link the policy does not follow (a folder
+    /// swapped for a link since the listing would lead the copy anywhere this user can read, /root included),
+    /// never outside the source, and never a FIFO or device swapped in (whose open or read would wait for a
+    /// writer that never comes, past any stop).
+    private func open(_ path: RelativePath) throws -> Int32 {
+        let fd = path.withCString { followLinks ? folio_openat(rootFD, $0, O_RDONLY | O_NONBLOCK) : folio_open_file_beneath(rootFD, $0) }
+        guard fd >= 0 else { throw fileError(path, errno: errno, doing: "open") }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            let code = errno
+            Glibc.close(fd)
+            throw fileError(path, errno: code, doing: "stat")
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            Glibc.close(fd)
+            throw SourceError(.changed, "\(rootPath)/\(path) is no longer a regular file (a folder, FIFO, socket or device took its place since the listing); not copied", path: path)
+        }
+        if followLinks, let realRoot, let real = Self.realPath(of: fd), !PathText.isWithin(real, realRoot) {
+            Glibc.close(fd)
+            throw SourceError(.changed, "\(rootPath)/\(path) now leads outside the source, to \(real), through a link made since the listing; not copied", path: path)
+        }
+        return fd
+    }
+
+    /// The path the kernel holds for an open file; nil where /proc is not mounted.
+    private static func realPath(of fd: Int32) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink("/proc/self/fd/\(fd)", &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     private func checkUnchanged(fd: Int32, entry: Entry) throws {

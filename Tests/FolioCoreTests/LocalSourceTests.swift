@@ -32,6 +32,45 @@ final class LocalSourceTests: XCTestCase {
             }
         }
     }
+
+    /// Swapped after the listing, a folder for a link to one outside the source, or a file for a FIFO: the copy
+    /// neither follows the link (under either policy: `follow` may not leave the source) nor waits on the FIFO.
+    func testWhatTookAListedEntrysPlaceIsNotCopied() async throws {
+        let served = TemporaryDirectory("local-swap")
+        let outside = TemporaryDirectory("local-swap-outside")
+        let scratch = TemporaryDirectory("local-swap-out")
+        let mtime = (seconds: 1_650_000_000, nanoseconds: 0)
+        FixtureTree.write(outside.path, "secret.txt", "not yours", mtime: mtime)
+        FixtureTree.write(served.path, "z/secret.txt", "mine, same", mtime: mtime)
+        FixtureTree.write(served.path, "pipe", "a file", mtime: mtime)
+        for policy in ListingOptions.SymlinkPolicy.allCases {
+            let source = LocalSource(rootPath: served.path, symlinks: policy)
+            let snapshot = try await source.snapshot(options: ListingOptions(symlinks: policy))
+            XCTAssertEqual(rename(served.path("z"), served.path("z.orig")), 0)
+            XCTAssertEqual(symlink(outside.path, served.path("z")), 0)
+            XCTAssertEqual(unlink(served.path("pipe")), 0)
+            XCTAssertEqual(mkfifo(served.path("pipe"), 0o644), 0)
+            let connection = try source.makeConnection()
+            let secret = try XCTUnwrap(snapshot.entry(at: try RelativePath(validating: "z/secret.txt")))
+            XCTAssertThrowsError(try SourceConformance.download(secret, with: connection, into: scratch.path("secret"), from: 0), "\(policy)") { error in
+                XCTAssertEqual((error as? SourceError)?.message, policy == .skip
+                    ? "\(served.path)/z/secret.txt became a symbolic link; not followed"
+                    : "\(served.path)/z/secret.txt now leads outside the source, to \(PathText.real(outside.path))/secret.txt, through a link made since the listing; not copied")
+            }
+            let pipe = try XCTUnwrap(snapshot.entry(at: try RelativePath(validating: "pipe")))
+            XCTAssertThrowsError(try SourceConformance.download(pipe, with: connection, into: scratch.path("pipe"), from: 0), "\(policy)") { error in
+                XCTAssertEqual((error as? SourceError)?.code, .changed)
+                XCTAssertEqual((error as? SourceError)?.message, "\(served.path)/pipe is no longer a regular file (a folder, FIFO, socket or device took its place since the listing); not copied")
+            }
+            connection.close()
+            XCTAssertNotEqual(FixtureTree.read(scratch.path("secret")), Array("not yours".utf8))
+            // Back as listed, for the other policy.
+            XCTAssertEqual(unlink(served.path("z")), 0)
+            XCTAssertEqual(rename(served.path("z.orig"), served.path("z")), 0)
+            XCTAssertEqual(unlink(served.path("pipe")), 0)
+            FixtureTree.write(served.path, "pipe", "a file", mtime: mtime)
+        }
+    }
 }
 
 final class LocalSourceSymlinkTests: XCTestCase {
