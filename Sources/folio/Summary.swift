@@ -12,6 +12,9 @@ enum Summary {
             lines.append("\(name): failed: \(report.error ?? "unknown error")")
         case .refused:
             lines.append("\(name): refused: \(report.error ?? "a safety guard stopped the run")")
+        case .interrupted where report.runID == nil && !report.dryRun:
+            // Stopped before the engine began it (waiting for another run's lock): there is nothing to resume.
+            lines.append("\(name): \(report.error ?? "stopped"); nothing was started")
         case .interrupted:
             lines.append("\(name): interrupted after \(report.downloaded + report.updated) files, \(ByteCount.format(report.bytes)); the next run resumes")
         case .unchanged:
@@ -23,7 +26,7 @@ enum Summary {
             if report.updated > 0 { parts.append("\(report.updated) \(verb)updated") }
             if report.removed > 0 { parts.append("\(report.removed) \(verb)removed\(report.trashFolder != nil ? " (in trash)" : "")") }
             if report.createdFolders > 0 { parts.append("\(CountText.of(report.createdFolders, "folder")) \(verb)created") }
-            if parts.isEmpty { parts.append("times and records brought up to date") }
+            if parts.isEmpty { parts.append(report.failures.isEmpty ? "times and records brought up to date" : "nothing copied") }
             if report.dryRun {
                 lines.append("\(name) (dry run): \(parts.joined(separator: ", ")), \(ByteCount.format(report.bytes)) to copy")
             } else {

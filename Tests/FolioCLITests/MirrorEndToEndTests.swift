@@ -380,6 +380,20 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(real.events.last?["local_changes"] as? [String], ["stray", "f5"], real.stdout)
     }
 
+    /// A run whose only file failed says it copied nothing, not that it brought times and records up to date.
+    func testARunWhoseOnlyFileFailedSaysItCopiedNothing() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        FixtureTree.makeFolder(work.path("dst"), "")
+        chmod(work.path("state"), 0o777)
+        _ = try? LoopbackServer.run("chmod", ["-R", "a+rwX", work.path("dst")])
+        chmod(work.path("src/a.txt"), 0o000)
+        defer { chmod(work.path("src/a.txt"), 0o644) }
+        let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment, unprivileged: true)
+        XCTAssertEqual(outcome.status, 3, "\(outcome.stderrLines)")
+        let target = "mirror:\(work.path("dst"))"
+        XCTAssertTrue(outcome.stdoutLines.first?.hasPrefix("\(target): nothing copied, 0 B in ") == true, outcome.stdout)
+    }
+
     /// `--exclude` with a `[` that no `]` closes is refused before anything is made: exit 2, one line with the fix.
     func testAnExcludeWithAnUnclosedSetIsRefused() throws {
         FixtureTree.write(work.path("src"), "a.jpg", "a")

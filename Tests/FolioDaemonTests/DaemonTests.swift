@@ -279,7 +279,7 @@ final class DaemonTests: XCTestCase {
         eventually(20, "a second manual run waiting") { stopping.log.contains("waiting") }
         stopping.signal(SIGTERM)
         XCTAssertEqual(stopping.waitForExit(seconds: 10), 1, stopping.log)
-        XCTAssertTrue(stopping.log.contains("docs: interrupted after 0 files, 0 B"), stopping.log)
+        XCTAssertTrue(stopping.log.contains("docs: stopped while waiting for the other run; nothing was started"), stopping.log)
 
         daemon.signal(SIGCONT)
         terminate(daemon)
