@@ -134,6 +134,13 @@ struct ChangeHook: Sendable {
             logger.warning("\(target): on-change hook \(arguments[0]) ended, and what it left running held its input unread for \(Self.unreadInputPatience); \(unwritten) of \(changedPaths.count) paths were not written to it")
         }
         let exited = status & 0x7f == 0
+        // Stopped by Folio's own stop (a hook that is a shell script exits 143 on the SIGTERM rather than dying
+        // of it): its paths go to the next run's hook, so "not retried" would be false.
+        if stopping.withLock({ $0 }), !(exited && (status >> 8) & 0xff == 0) {
+            let how = exited ? "exited with status \((status >> 8) & 0xff)" : "killed by signal \(status & 0x7f)"
+            logger.warning("\(target): on-change hook \(arguments[0]) was stopped with folio (\(how)); the next run's hook gets its paths again")
+            return .interrupted
+        }
         if exited && (status >> 8) & 0xff == 0 {
             logger.info("\(target): on-change hook \(arguments[0]) ran for \(changedPaths.count) changed paths")
             return .succeeded

@@ -554,8 +554,22 @@ final class DaemonTests: XCTestCase {
         XCTAssertEqual(kill(hookPID, 0), 0, "the hook runs")
 
         terminate(daemon)
-        XCTAssertTrue(daemon.log.contains("docs: on-change hook /bin/sh was killed by signal 9"), daemon.log)
+        XCTAssertTrue(daemon.log.contains("docs: on-change hook /bin/sh was stopped with folio (killed by signal 9); the next run's hook gets its paths again"), daemon.log)
         XCTAssertEqual(kill(hookPID, 0), -1, "no hook left behind")
+    }
+
+    /// A hook that is a shell script exits 143 on the stop's SIGTERM rather than dying of it: still a stop, and
+    /// the log says its paths go to the next run's hook (they do), not that it is not retried.
+    func testAHookThatExitsOnTheStopsSIGTERMIsLoggedAsStopped() throws {
+        FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
+        let pidFile = scratch.path("hook.pid")
+        let hook = "trap 'exit 143' TERM; echo $$ > \(pidFile); while :; do sleep 0.1; done"
+        writeConfig(target("docs", extra: "on-change = [\"/bin/sh\", \"-c\", \"\(hook)\"]"))
+        let daemon = try startDaemon()
+        eventually(20, "the hook running") { text(pidFile) != nil }
+        terminate(daemon)
+        XCTAssertTrue(daemon.log.contains("docs: on-change hook /bin/sh was stopped with folio (exited with status 143); the next run's hook gets its paths again"), daemon.log)
+        XCTAssertFalse(daemon.log.contains("not retried"), daemon.log)
     }
 
     /// A hook that hangs is stopped at `on-change-timeout`, and the target's schedule goes on: the next change
