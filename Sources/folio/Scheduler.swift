@@ -321,7 +321,11 @@ actor Scheduler: Service {
                 }
                 // A target whose last run failed runs again within seconds, as after a restart: a reload is how
                 // the fix of a refusal (a password, a trusted host key) is applied, and it waits for no interval.
-                if slot.failures > 0 {
+                // So does a target that now mirrors another source or into another folder, or excludes other
+                // entries: until it runs, its destination is not what the configuration says.
+                let mirrorsOtherwise = target.source != slot.target.source || target.destination != slot.target.destination
+                    || target.exclude != slot.target.exclude
+                if slot.failures > 0 || mirrorsOtherwise {
                     slot.due = min(slot.due, now.addingTimeInterval(Self.startupJitter(target)))
                 }
                 slot.target = target

@@ -450,6 +450,21 @@ final class DaemonTests: XCTestCase {
         terminate(daemon)
     }
 
+    /// A reload that points a target at another source runs it within seconds, not after its interval: until
+    /// then its destination is not what the configuration says.
+    func testAReloadThatChangesATargetsSourceRunsItSoon() throws {
+        FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
+        FixtureTree.write(scratch.path("src-new"), "a.txt", "first")
+        FixtureTree.write(scratch.path("src-new"), "m.txt", "from the new source")
+        writeConfig(target("docs", interval: "1h"))
+        let daemon = try startDaemon()
+        eventually(20, "first sync") { text(scratch.path("dst-docs/a.txt")) == "first" }
+        writeConfig(target("docs", source: scratch.path("src-new"), interval: "1h"))
+        daemon.signal(SIGHUP)
+        eventually(20, "the new source synced") { text(scratch.path("dst-docs/m.txt")) == "from the new source" }
+        terminate(daemon)
+    }
+
     func testHookGetsTheChangedPathsOnceAndItsFailureIsNotRetried() throws {
         let src = scratch.path("src-docs")
         FixtureTree.write(src, "a.txt", "first")
