@@ -387,8 +387,10 @@ public final class Destination: Sendable {
     /// the wall clock was behind is kept its full `days` once NTP sets the clock, rather than purged on the next
     /// run. A reading seen anew is written back, so what it learnt outlives a reboot. A name that is not a run's
     /// (a folder someone put there) is left alone.
-    func purgeTrash(olderThan days: Int, now: ClockReading = .now()) {
-        guard trashFD >= 0 else { return }
+    @discardableResult
+    func purgeTrash(olderThan days: Int, now: ClockReading = .now()) -> TrashPurge {
+        var purge = TrashPurge()
+        guard trashFD >= 0 else { return purge }
         let display = "\(path)/.folio/trash"
         let clocks = openClockFolder(create: false)
         defer { if clocks >= 0 { close(clocks) } }
@@ -397,7 +399,7 @@ public final class Destination: Sendable {
         for bytes in Self.names(in: trashFD) {
             let name = String(decoding: bytes, as: UTF8.self)
             guard let named = Self.time(ofRunID: name) else {
-                if days == 0 { try? Self.removeTree(in: trashFD, name: bytes, display: display) }
+                if days == 0 { purge.remove { () throws(SourceError) in try Self.removeTree(in: trashFD, name: bytes, display: "\(display)/\(name)") } }
                 continue
             }
             var made = named
@@ -410,13 +412,14 @@ public final class Destination: Sendable {
             guard days == 0 || made < cutoff else { runs.insert(name); continue }
             // The reading goes first: a folder left without one is aged by its name, which is older still.
             if clocks >= 0 { unlinkat(clocks, name, 0) }
-            try? Self.removeTree(in: trashFD, name: bytes, display: display)
+            purge.remove { () throws(SourceError) in try Self.removeTree(in: trashFD, name: bytes, display: "\(display)/\(name)") }
         }
         // Readings whose folder is gone (removed by hand) go too.
-        guard clocks >= 0 else { return }
+        guard clocks >= 0 else { return purge }
         for bytes in Self.names(in: clocks) where !runs.contains(String(decoding: bytes, as: UTF8.self)) {
             CString.with(bytes) { _ = unlinkat(clocks, $0, 0) }
         }
+        return purge
     }
 
     /// The UTC time a run folder's name (`YYYYMMDD-HHMMSS-…`, from `runID(at:suffix:)`) says, or nil when the
@@ -670,9 +673,9 @@ public final class Destination: Sendable {
     /// What a run with nothing to fetch leaves behind it: no partial file (none has a download left to resume,
     /// and one a failed run left, of a file since gone from the source, would hold its space for good, on a
     /// disk it may have filled) and no trash older than `trashDays`.
-    func tidy(trashDays: Int) {
+    func tidy(trashDays: Int) -> TrashPurge {
         removePartials(keeping: [])
-        purgeTrash(olderThan: trashDays)
+        return purgeTrash(olderThan: trashDays)
     }
 
     /// Deletes partial files that no download of this run will resume.

@@ -150,7 +150,7 @@ public struct SyncEngine: Sendable {
         let localPrecision = destination?.timePrecision ?? .nanosecond
         if snapshot.isComplete, !options.dryRun, try state.sourceDigest(of: name) == digest, Self.matches(snapshot, local.items, localPrecision: localPrecision) {
             report.result = .unchanged
-            destination?.tidy(trashDays: target.trashDays)
+            if let destination { tell(destination.tidy(trashDays: target.trashDays), target: target) }
             return digest
         }
 
@@ -195,7 +195,7 @@ public struct SyncEngine: Sendable {
         guard let destination else { throw SourceError(.localIO, "destination \(target.destination) cannot be opened") }
         if plan.changesNothing && plan.recordUpdates.isEmpty && plan.recordDeletions.isEmpty {
             report.result = .unchanged
-            destination.tidy(trashDays: target.trashDays)
+            tell(destination.tidy(trashDays: target.trashDays), target: target)
             return digest
         }
         try await apply(plan, target: target, source: source, destination: destination, progress: progress, report: &report)
@@ -312,8 +312,15 @@ public struct SyncEngine: Sendable {
         for update in plan.recordUpdates { committer.add(update) }
         await Blocking.run { committer.flush() }
         if let error = committer.error { throw StateError(error) }
-        destination.purgeTrash(olderThan: target.trashDays)
+        tell(destination.purgeTrash(olderThan: target.trashDays), target: target)
         report.result = .synced
+    }
+
+    /// Says what a purge of the trash did, if anything: emptied earlier runs' trash, and what it could not.
+    private func tell(_ purge: TrashPurge, target: TargetConfig) {
+        for line in purge.notices(trash: "\(target.destination)/.folio/trash", trashDays: target.trashDays) {
+            events.emit(.notice(target: target.name, message: line))
+        }
     }
 
     /// Throws when the run was stopped, between stages: the task's cancellation (the daemon's SIGTERM; by hand,

@@ -394,6 +394,21 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertTrue(outcome.stdoutLines.first?.hasPrefix("\(target): nothing copied, 0 B in ") == true, outcome.stdout)
     }
 
+    /// Emptying earlier runs' trash is said, not done without a word: here by lowering trash-days to 0.
+    func testEmptyingTheTrashIsSaid() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "one")
+        XCTAssertEqual(FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment).status, 0)
+        FixtureTree.write(work.path("src"), "a.txt", "two, longer")
+        XCTAssertEqual(FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment).status, 0)
+        XCTAssertEqual(FixtureTree.listing(work.path("dst/.folio/trash")).filter { $0.hasSuffix("a.txt") }.count, 1, "the old a.txt is in the trash")
+
+        let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("dst"), "--trash-days", "0"], environment: environment)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        let target = "mirror:\(work.path("dst"))"
+        XCTAssertEqual(outcome.stdoutLines.first, "\(target): emptied the trash of 1 earlier run from \(work.path("dst"))/.folio/trash (trash-days = 0)")
+        XCTAssertEqual(FixtureTree.listing(work.path("dst/.folio/trash")), [])
+    }
+
     /// `--exclude` with a `[` that no `]` closes is refused before anything is made: exit 2, one line with the fix.
     func testAnExcludeWithAnUnclosedSetIsRefused() throws {
         FixtureTree.write(work.path("src"), "a.jpg", "a")

@@ -1,0 +1,30 @@
+/// What one purge of a destination's trash did: the earlier runs' folders it removed, and those it could not
+/// remove (with why), so that a run says both rather than deleting or keeping files without a word.
+struct TrashPurge {
+    /// Run folders removed whole.
+    var removed = 0
+    /// The first error of each run folder that could not be removed (a folder inside it that this user may not
+    /// write, say); what it could remove of it is gone.
+    var failures: [String] = []
+
+    /// Runs `removal`, counting it or keeping its error.
+    mutating func remove(_ removal: () throws(SourceError) -> Void) {
+        do {
+            try removal()
+            removed += 1
+        } catch {
+            failures.append(error.message)
+        }
+    }
+
+    /// The lines a run prints about it: none when it did nothing.
+    func notices(trash: String, trashDays: Int) -> [String] {
+        var lines: [String] = []
+        if removed > 0 {
+            let age = trashDays == 0 ? "trash-days = 0" : "kept \(trashDays) \(trashDays == 1 ? "day" : "days")"
+            lines.append("emptied the trash of \(removed == 1 ? "1 earlier run" : "\(removed) earlier runs") from \(trash) (\(age))")
+        }
+        lines += failures
+        return lines
+    }
+}
