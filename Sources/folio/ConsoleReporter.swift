@@ -24,6 +24,7 @@ final class ConsoleReporter: SyncEventSink, @unchecked Sendable {
         var progress: TransferProgress?
         var started = Date()
         var lastPlainLine = Date()
+        var failures = 0
     }
 
     private struct State {
@@ -92,7 +93,13 @@ final class ConsoleReporter: SyncEventSink, @unchecked Sendable {
         case .fileDone:
             break
         case .fileFailed(let target, _, let message):
-            printAboveBlock("\(target): \(message)", toError: true)
+            var failures = 0
+            update(target) { $0.failures += 1; failures = $0.failures }
+            if failures <= Summary.failureLinesShown {
+                printAboveBlock("\(target): \(message)", toError: true)
+            } else if failures == Summary.failureLinesShown + 1 {
+                printAboveBlock(Summary.moreFailures(target), toError: true)
+            }
         case .notice(let target, let message):
             printAboveBlock("\(target): \(message)", toError: false)
         case .finished(let report):

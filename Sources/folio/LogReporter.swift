@@ -25,6 +25,7 @@ final class LogReporter: SyncEventSink {
         var plan: SyncEvent.PlanSummary?
         var progress: TransferProgress?
         var downloadsStarted: Date?
+        var failures = 0
     }
 
     /// Why a mutex: events come from each run's task and from download worker threads, the heartbeat reads the
@@ -65,7 +66,15 @@ final class LogReporter: SyncEventSink {
         case .fileDone(let target, let path, let bytes):
             logger.trace("\(target): copied \(path) (\(ByteCount.format(bytes)))")
         case .fileFailed(let target, let path, let message):
-            logger.warning("\(target): \(path): \(message)")
+            let failures = state.withLock { state in
+                state.live[target, default: Live()].failures += 1
+                return state.live[target]!.failures
+            }
+            if failures <= Summary.failureLinesShown {
+                logger.warning("\(target): \(path): \(message)")
+            } else if failures == Summary.failureLinesShown + 1 {
+                logger.warning("\(Summary.moreFailures(target))")
+            }
         case .notice(let target, let message):
             logger.notice("\(target): \(message)")
         case .finished(let report):

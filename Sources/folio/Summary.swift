@@ -3,6 +3,16 @@ import FolioCore
 /// The line (or few) that end every target's run, e.g.
 /// `photos: 120 added, 3 updated, 2 removed (in trash), 1.2 GiB in 14.2 s`.
 enum Summary {
+    /// How many failed files a run names one line each, on a terminal or in the log; past it, one line says that
+    /// more failed. Why: one cause (a read-only folder) fails every file, and 378 alike lines bury the summary,
+    /// which counts them all and names the first (`--json` still lists each one).
+    static let failureLinesShown = 10
+
+    /// The line that stands for the failures past `failureLinesShown`.
+    static func moreFailures(_ target: String) -> String {
+        "\(target): more files failed; the summary counts them all"
+    }
+
     static func lines(for report: RunReport) -> [String] {
         let name = report.target
         let time = "\(String(format1: report.seconds)) s"

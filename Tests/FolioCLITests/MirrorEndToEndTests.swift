@@ -380,18 +380,24 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(real.events.last?["local_changes"] as? [String], ["stray", "f5"], real.stdout)
     }
 
-    /// A run whose only file failed says it copied nothing, not that it brought times and records up to date.
-    func testARunWhoseOnlyFileFailedSaysItCopiedNothing() throws {
-        FixtureTree.write(work.path("src"), "a.txt", "a")
+    /// A run whose every file failed says it copied nothing, not that it brought times and records up to date,
+    /// and names ten failures one line each, then one line for the rest, which the summary counts.
+    func testARunWhoseEveryFileFailedSaysItCopiedNothingInFewLines() throws {
+        let names = (10...23).map { "f\($0).txt" }
+        for name in names { FixtureTree.write(work.path("src"), name, "a") }
         FixtureTree.makeFolder(work.path("dst"), "")
         chmod(work.path("state"), 0o777)
         _ = try? LoopbackServer.run("chmod", ["-R", "a+rwX", work.path("dst")])
-        chmod(work.path("src/a.txt"), 0o000)
-        defer { chmod(work.path("src/a.txt"), 0o644) }
+        for name in names { chmod(work.path("src/\(name)"), 0o000) }
+        defer { for name in names { chmod(work.path("src/\(name)"), 0o644) } }
         let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment, unprivileged: true)
         XCTAssertEqual(outcome.status, 3, "\(outcome.stderrLines)")
         let target = "mirror:\(work.path("dst"))"
+        XCTAssertEqual(outcome.stderrLines.count, 11, outcome.stderr)
+        XCTAssertEqual(outcome.stderrLines.filter { $0.hasPrefix("\(target): cannot read ") }.count, 10, outcome.stderr)
+        XCTAssertEqual(outcome.stderrLines.last, "\(target): more files failed; the summary counts them all")
         XCTAssertTrue(outcome.stdoutLines.first?.hasPrefix("\(target): nothing copied, 0 B in ") == true, outcome.stdout)
+        XCTAssertTrue(outcome.stdoutLines.contains { $0.hasPrefix("\(target): 14 failed, retried next run; first: ") }, outcome.stdout)
     }
 
     /// Emptying earlier runs' trash is said, not done without a word: here by lowering trash-days to 0.
