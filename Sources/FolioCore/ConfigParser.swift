@@ -113,9 +113,10 @@ struct ConfigParser {
         case "enabled": target.enabled = try bool(key)
         case "interval":
             let text = try string(key, hint: "write it with a unit, e.g. interval = \"15m\"")
-            guard let seconds = DurationText.seconds(text), seconds >= 1 else {
+            guard let seconds = DurationText.seconds(text) else {
                 throw error(key, "interval \"\(text)\" is not a duration; write e.g. \"90s\", \"15m\", \"2h\" or \"1d\"")
             }
+            guard seconds >= 1 else { throw error(key, "interval \"\(text)\" is shorter than a second; write at least \"1s\"") }
             target.interval = seconds
         case "transfers": target.transfers = try integer(key, in: 1...64)
         case "max-delete":

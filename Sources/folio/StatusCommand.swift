@@ -51,6 +51,7 @@ struct StatusCommand: ParsableCommand {
             if json {
                 var object: [String: any Sendable] = ["event": "status", "target": name]
                 if let target { object["enabled"] = target.enabled; object["mode"] = target.mode.rawValue }
+                if Self.isLeftOver(name, target: target, loaded: loaded) { object["configured"] = false }
                 if let run {
                     object["result"] = run.result
                     object["started_at"] = ISO8601DateFormatter().string(from: run.startedAt)
@@ -74,15 +75,22 @@ struct StatusCommand: ParsableCommand {
                 }
                 print(JSONLine.encode(object), terminator: "")
             } else {
-                print(Self.describe(name, target: target, run: run))
+                print(Self.describe(name, target: target, run: run, leftOver: Self.isLeftOver(name, target: target, loaded: loaded)))
                 for line in DaemonView(run: run, schedule: schedules[name]).lines() { print("  " + line) }
             }
         }
     }
 
-    static func describe(_ name: String, target: TargetConfig?, run: StateDatabase.RunRow?) -> String {
+    /// Whether `name` has runs in the state database but no longer a target in the configuration (renamed or
+    /// removed); `folio mirror`'s targets never have one.
+    private static func isLeftOver(_ name: String, target: TargetConfig?, loaded: Config?) -> Bool {
+        loaded != nil && target == nil && !name.hasPrefix("mirror:")
+    }
+
+    static func describe(_ name: String, target: TargetConfig?, run: StateDatabase.RunRow?, leftOver: Bool) -> String {
         var line = name
         if let target, !target.enabled { line += " (disabled)" }
+        if leftOver { line += " (no longer in the configuration)" }
         guard let run else { return line + ": never run" }
         let formatter = DateFormatter()
         formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"

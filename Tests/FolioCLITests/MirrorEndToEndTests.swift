@@ -949,5 +949,20 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(status.status, 0, status.stderr)
         let results = Dictionary(uniqueKeysWithValues: status.events.map { ($0["target"] as? String ?? "", $0["result"] as? String ?? "") })
         XCTAssertEqual(results, ["manual-one": "refused", "auto-one": "synced"])
+        XCTAssertFalse(status.events.contains { $0["configured"] != nil }, status.stdout)
+
+        // Taken out of the configuration (renamed, say), a target's last run is still shown, marked as such.
+        FixtureTree.write(work.path(""), "folio.toml", """
+            [[target]]
+            name = "manual-one"
+            source = "\(work.path("a"))"
+            destination = "\(work.path("mirror-a"))"
+            mode = "manual"
+            """)
+        let after = FolioBinary.run(["status"] + config, environment: environment)
+        XCTAssertEqual(after.stdoutLines.filter { $0.hasPrefix("auto-one") }.map { $0.prefix(53) },
+                       ["auto-one (no longer in the configuration): synced at "])
+        let afterJSON = FolioBinary.run(["status", "--json"] + config, environment: environment)
+        XCTAssertEqual(afterJSON.events.first { $0["target"] as? String == "auto-one" }?["configured"] as? Bool, false, afterJSON.stdout)
     }
 }
