@@ -387,6 +387,7 @@ public final class Destination: Sendable {
     /// the wall clock was behind is kept its full `days` once NTP sets the clock, rather than purged on the next
     /// run. A reading seen anew is written back, so what it learnt outlives a reboot. A name that is not a run's
     /// (a folder someone put there) is left alone.
+    /// Returns what it removed, and what it could not.
     @discardableResult
     func purgeTrash(olderThan days: Int, now: ClockReading = .now()) -> TrashPurge {
         var purge = TrashPurge()
@@ -749,8 +750,10 @@ public final class Destination: Sendable {
         }
         let fd = CString.with(name) { folio_openat_dir_nofollow(parent, $0) }
         guard fd >= 0 else { throw error(errno, "cannot open \(display)") }
-        for child in names(in: fd) { try removeTree(in: fd, name: child, display: display) }
-        close(fd)
+        do {
+            defer { close(fd) }
+            for child in names(in: fd) { try removeTree(in: fd, name: child, display: display) }
+        }
         if CString.with(name, { unlinkat(parent, $0, AT_REMOVEDIR) }) != 0 { throw error(errno, "cannot remove \(display)") }
     }
 
@@ -765,8 +768,7 @@ public final class Destination: Sendable {
         case ENOSPC, EDQUOT: fix = "; free some space on the destination's disk"
         case EACCES, EPERM: fix = "; make the destination writable by the user running folio"
         case EROFS: fix = "; the destination's filesystem is mounted read-only"
-        case ENOTDIR: fix = "; a folder on the way is a file: move it aside, or choose another destination"
-        case ELOOP: fix = "; a folder on the way is a symlink that loops: fix or remove it"
+        case ENOTDIR: fix = "; a file or a link stands where a folder should be: move it aside"
         case EXDEV:
             // Only a rename across filesystems gives EXDEV here: a folder of the destination is a mount point, and
             // Folio's partial files and trash (in `.folio`, on the root's filesystem) cannot be renamed into it.

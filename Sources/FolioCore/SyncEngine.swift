@@ -125,7 +125,7 @@ public struct SyncEngine: Sendable {
                 listing.hints.memo = try state.listingMemo(of: name)
             }
         }
-        listing.destination = destination.flatMap { TreeWalker.identity(of: $0.rootFD) }
+        listing.destinationIdentity = destination.flatMap { TreeWalker.identity(of: $0.rootFD) }
         var (snapshot, local) = try await Self.list(source, options: listing, destination: destination)
         try Self.checkStopped(progress)
         if destination?.ignoresCase == true {
@@ -150,7 +150,7 @@ public struct SyncEngine: Sendable {
         let localPrecision = destination?.timePrecision ?? .nanosecond
         if snapshot.isComplete, !options.dryRun, try state.sourceDigest(of: name) == digest, Self.matches(snapshot, local.items, localPrecision: localPrecision) {
             report.result = .unchanged
-            if let destination { tell(destination.tidy(trashDays: target.trashDays), target: target) }
+            if let destination { tell(await Blocking.run { destination.tidy(trashDays: target.trashDays) }, target: target) }
             return digest
         }
 
@@ -195,7 +195,7 @@ public struct SyncEngine: Sendable {
         guard let destination else { throw SourceError(.localIO, "destination \(target.destination) cannot be opened") }
         if plan.changesNothing && plan.recordUpdates.isEmpty && plan.recordDeletions.isEmpty {
             report.result = .unchanged
-            tell(destination.tidy(trashDays: target.trashDays), target: target)
+            tell(await Blocking.run { destination.tidy(trashDays: target.trashDays) }, target: target)
             return digest
         }
         try await apply(plan, target: target, source: source, destination: destination, progress: progress, report: &report)
@@ -312,7 +312,8 @@ public struct SyncEngine: Sendable {
         for update in plan.recordUpdates { committer.add(update) }
         await Blocking.run { committer.flush() }
         if let error = committer.error { throw StateError(error) }
-        tell(destination.purgeTrash(olderThan: target.trashDays), target: target)
+        // Removing whole trees blocks: off the cooperative pool.
+        tell(await Blocking.run { destination.purgeTrash(olderThan: target.trashDays) }, target: target)
         report.result = .synced
     }
 

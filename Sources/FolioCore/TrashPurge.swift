@@ -1,6 +1,6 @@
 /// What one purge of a destination's trash did: the earlier runs' folders it removed, and those it could not
 /// remove (with why), so that a run says both rather than deleting or keeping files without a word.
-struct TrashPurge {
+struct TrashPurge: Sendable {
     /// Run folders removed whole.
     var removed = 0
     /// The first error of each run folder that could not be removed (a folder inside it that this user may not

@@ -329,7 +329,7 @@ final class MirrorEndToEndTests: XCTestCase {
         FixtureTree.write(work.path(""), "afile", "not a folder")
         let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("afile/dst")], environment: environment)
         XCTAssertEqual(outcome.status, 1, outcome.stderr)
-        XCTAssertEqual(outcome.stderrLines, ["mirror:\(work.path("afile/dst")): failed: cannot create destination \(work.path("afile/dst")): Not a directory; a folder on the way is a file: move it aside, or choose another destination"])
+        XCTAssertEqual(outcome.stderrLines, ["mirror:\(work.path("afile/dst")): failed: cannot create destination \(work.path("afile/dst")): Not a directory; a file or a link stands where a folder should be: move it aside"])
         XCTAssertEqual(FixtureTree.read(work.path("afile")), Array("not a folder".utf8))
     }
 
@@ -579,7 +579,7 @@ final class MirrorEndToEndTests: XCTestCase {
         running.process.waitUntilExit()
         let stderr = String(decoding: running.standardErrorPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         XCTAssertEqual(running.process.terminationStatus, 1, stderr)
-        XCTAssertEqual(stderr, "mirror:\(work.path("dst")): failed: cannot open \(work.path("dst"))/.folio/trash: Not a directory; a folder on the way is a file: move it aside, or choose another destination\n")
+        XCTAssertEqual(stderr, "mirror:\(work.path("dst")): failed: cannot open \(work.path("dst"))/.folio/trash: Not a directory; a file or a link stands where a folder should be: move it aside\n")
     }
 
     /// Mirrors `source` with a 60 s timeout, sends SIGINT `pause` µs after the listing began (its event is out,
@@ -712,7 +712,7 @@ final class MirrorEndToEndTests: XCTestCase {
         FixtureTree.write(work.path("dst"), ".folio", "not a folder")
         let failed = FolioBinary.run(["sync", "--now"] + config, environment: environment)
         XCTAssertEqual(failed.status, 1)
-        XCTAssertEqual(failed.stderrLines, ["docs: failed: cannot open \(work.path("dst/.folio")): Not a directory; a folder on the way is a file: move it aside, or choose another destination"])
+        XCTAssertEqual(failed.stderrLines, ["docs: failed: cannot open \(work.path("dst/.folio")): Not a directory; a file or a link stands where a folder should be: move it aside"])
         let status = FolioBinary.run(["status"] + config, environment: environment)
         XCTAssertTrue(status.stdout.hasPrefix("docs: failed at "), status.stdout)
         XCTAssertTrue(status.stdout.contains("— cannot open \(work.path("dst/.folio")): Not a directory"), status.stdout)
