@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Reads a secret (password, passphrase, token) from a file, never from configuration text.
 ///
@@ -11,9 +12,13 @@ public enum SecretFile {
         guard let resolved = resolvedPath(path, environment: environment) else {
             throw SourceError(.authentication, "\(what) \"\(path)\" is not an absolute path and $CREDENTIALS_DIRECTORY is not set; give the file's absolute path")
         }
+        if let kept = fromPipes.withLock({ $0[resolved] }) { return kept }
         // With read(2), not Foundation: a secret handed over in a pipe (`--password-file <(pass show nas)`) reads too.
-        guard case .success(var bytes) = FileContents.read(resolved) else {
-            throw SourceError(.authentication, "cannot read \(what) \(resolved); check that it exists and is readable by this user")
+        var bytes: [UInt8]
+        switch FileContents.read(resolved) {
+        case .success(let read): bytes = read
+        case .failure(let failure):
+            throw SourceError(.authentication, "cannot read \(what) \(resolved) (\(failure.reason)); check that it exists and is readable by this user")
         }
         // Why on the bytes: in a String "\r\n" is one Character, which neither hasSuffix("\n") nor hasSuffix("\r")
         // matches, so a file saved with Windows line endings kept them as part of the secret.
@@ -23,8 +28,15 @@ public enum SecretFile {
         guard !bytes.isEmpty else {
             throw SourceError(.authentication, "\(what) \(resolved) is empty; write the secret in it")
         }
-        return String(decoding: bytes, as: UTF8.self)
+        let secret = String(decoding: bytes, as: UTF8.self)
+        var info = stat()
+        if stat(resolved, &info) == 0, (info.st_mode & S_IFMT) != S_IFREG { fromPipes.withLock { $0[resolved] = secret } }
+        return secret
     }
+
+    /// Secrets read from a pipe or a device, by path: such a file gives its bytes once, and an SFTP run reads its
+    /// secret at each log-in (one per connection). A regular file is read each time, so a changed one is seen.
+    private static let fromPipes = Mutex<[String: String]>([:])
 
     /// Where `read` looks for `path`: the path itself when absolute, else in `$CREDENTIALS_DIRECTORY`; nil when it
     /// is relative and that is not set.

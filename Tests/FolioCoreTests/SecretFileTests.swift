@@ -27,6 +27,8 @@ final class SecretFileTests: XCTestCase {
         close(fds[1])
         defer { close(fds[0]) }
         XCTAssertEqual(try SecretFile.read("/proc/self/fd/\(fds[0])", what: "password-file"), "s3cret")
+        // Read again (an SFTP run logs in once per connection), the drained pipe still gives the secret.
+        XCTAssertEqual(try SecretFile.read("/proc/self/fd/\(fds[0])", what: "password-file"), "s3cret")
     }
 
     /// A file with nothing in it but line ends is refused, naming the file: sent as is, it was an empty password or

@@ -36,7 +36,7 @@ final class HTTPSourceSettingsTests: XCTestCase {
         XCTAssertEqual(message { $0.caFile = folder.path("missing.pem") },
                        "cannot read ca-file \(folder.path("missing.pem")) for https://127.0.0.1:9/a%20b/; check that it exists and holds PEM certificates")
         let unreadable = message { $0.username = "u"; $0.passwordFile = folder.path("missing") }
-        XCTAssertEqual(unreadable, "cannot read password-file \(folder.path("missing")); check that it exists and is readable by this user")
+        XCTAssertEqual(unreadable, "cannot read password-file \(folder.path("missing")) (No such file or directory); check that it exists and is readable by this user")
     }
 
     /// The error listing `url` ends with; nil, and a failure, if it lists.
