@@ -77,8 +77,8 @@ struct ConfigParser {
     /// another target, or a mistaken source, should not pass unseen.
     private func unusedSettings(of target: TargetConfig, keys: [TOMLReader.Key]) -> [String] {
         guard let kind = try? SourceLocation(parsing: target.source).kind else { return [] }
-        let (used, source) = SourceSettings.keys(usedBy: kind)
-        return keys.filter { SourceSettings.keys.contains($0.name) && !used.contains($0.name) }.map { key in
+        let (used, source) = SourceSettings.keysUsed(by: kind)
+        return keys.filter { SourceSettings.allKeys.contains($0.name) && !used.contains($0.name) }.map { key in
             ConfigError(file: file, line: key.line, message: "target \"\(target.name)\": \(key.name) is not used with \(source), this target's source; remove it, or check that it is in the right target").description
         }
     }
@@ -86,7 +86,8 @@ struct ConfigParser {
     /// An HTTP source's credentials are a bearer token, or a user name with its password: a half or a mix is an
     /// error here, with the line to fix, rather than at every run (in the daemon's log, without a line).
     private func checkCredentials(of target: TargetConfig, keys: [TOMLReader.Key]) throws(ConfigError) {
-        guard case .http? = try? SourceLocation(parsing: target.source).kind,
+        // Why only an enabled target: a disabled one never runs, and must not stop the file loading.
+        guard target.enabled, case .http? = try? SourceLocation(parsing: target.source).kind,
               let problem = target.sourceSettings.httpCredentialsProblem() else { return }
         let line = keys.last { $0.name == problem.key }?.line ?? keys.first?.line ?? 0
         throw ConfigError(file: file, line: line, message: "target \"\(target.name)\": \(problem.message)")
@@ -233,9 +234,10 @@ struct ConfigParser {
 
     /// No setting holds a control character but a tab (written as an escape, `\u001b`): none is a name Folio
     /// mirrors or a path anyone means, and a message echoing the value would act on the terminal. A tab may be
-    /// meant (an `on-change` argument), and is harmless in a message.
-    private func checkNoControl(_ text: String, _ key: TOMLReader.Key) throws(ConfigError) {
-        guard let control = text.unicodeScalars.first(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else { return }
+    /// meant (an `on-change` argument), and is harmless in a message; so are line breaks, where allowed.
+    private func checkNoControl(_ text: String, _ key: TOMLReader.Key, allowingLineBreaks: Bool = false) throws(ConfigError) {
+        let allowed: Set<Unicode.Scalar> = allowingLineBreaks ? ["\t", "\n", "\r"] : ["\t"]
+        guard let control = text.unicodeScalars.first(where: { $0.value < 0x20 && !allowed.contains($0) || $0.value == 0x7F }) else { return }
         throw error(key, "\(key.name) holds the control character \(RelativePath.display([UInt8(control.value)])); remove it")
     }
 
@@ -256,7 +258,8 @@ struct ConfigParser {
         var strings: [String] = []
         for item in items {
             guard case .string(let text) = item else { throw error(key, "\(key.name) must hold only strings in quotes") }
-            try checkNoControl(text, key)
+            // A hook's argument may be a script of several lines (`["/bin/sh", "-c", """…"""]`).
+            try checkNoControl(text, key, allowingLineBreaks: key.name == "on-change")
             strings.append(text)
         }
         return strings

@@ -163,10 +163,23 @@ final class ConfigTests: XCTestCase {
     }
 
     /// A file saved with Windows line ends loads, and a tab stays in a string: the only control characters TOML
-    /// allows there.
+    /// allows there (and line breaks in a multi-line string).
     func testWindowsLineEndsAndTabsLoad() throws {
         let config = try Config.parse("[[target]]\r\nname = \"a\"\r\nsource = \"/src\"\r\ndestination = \"/dst\"\r\non-change = [\"/bin/echo\", \"a\tb\"]\r\n", file: "f.toml")
         XCTAssertEqual(config.targets.map(\.destination), ["/dst"])
+        // A hook's script of several lines, and a disabled target's half log-in, load too.
+        let script = try Config.parse("""
+            [[target]]
+            name = "a"
+            source = "https://nas.lan/share/"
+            destination = "/dst"
+            enabled = false
+            username = "ann"
+            on-change = ["/bin/sh", "-c", \"\"\"
+            echo one
+            echo two\"\"\"]
+            """, file: "f.toml")
+        XCTAssertEqual(script.targets.first?.onChange.last, "echo one\necho two")
     }
 
     /// A configuration handed over in a pipe (`--config <(…)`) loads; `/dev/null` is a file without targets, and a
