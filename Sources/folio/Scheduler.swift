@@ -26,6 +26,9 @@ actor Scheduler: Service {
         /// Taken out of the configuration by a reload while it ran: kept until that run ends, so that the run
         /// still counts toward `parallel-targets` and its host's one run at a time, then forgotten.
         var removed = false
+        /// Changed by a reload while it ran (another source, destination or exclude): the run under way mirrors
+        /// the old settings, so the next one comes within seconds of its end, not an interval after.
+        var changedWhileRunning = false
     }
 
     /// How a run attempt ended.
@@ -185,7 +188,7 @@ actor Scheduler: Service {
         }
         slot.running = false
         let interval = slot.target.interval
-        let delay: Double
+        var delay: Double
         switch outcome {
         case .busy(let holder):
             delay = min(Self.busyRetrySeconds, Double(interval))
@@ -205,6 +208,8 @@ actor Scheduler: Service {
             slot.failures = 0
             delay = RunSchedule.delay(interval: interval, consecutiveFailures: 0, random: .random(in: 0..<1))
         }
+        if slot.changedWhileRunning { delay = min(delay, Self.startupJitter(slot.target)) }
+        slot.changedWhileRunning = false
         slot.due = Date().addingTimeInterval(delay)
         slots[name] = slot
         recordNextRun(name, slot.due)
@@ -289,7 +294,17 @@ actor Scheduler: Service {
     private func reload() async {
         notifier?.send("RELOADING=1")
         let path = configPath
-        let loaded = await Blocking.run { Result { () throws(ConfigError) -> Config in try Config.loadForRunning(path: path) } }
+        let loaded = await Blocking.run {
+            Result { () throws(ConfigError) -> Config in
+                // A configuration handed over in a pipe (`--config <(…)`) was read at start; read again it is
+                // empty, and every target would be dropped.
+                var info = stat()
+                if stat(path, &info) == 0, (info.st_mode & S_IFMT) != S_IFREG {
+                    throw ConfigError(file: path, line: nil, message: "not a regular file (a pipe is read once); restart the daemon to change its configuration")
+                }
+                return try Config.loadForRunning(path: path)
+            }
+        }
         switch loaded {
         case .failure(let error):
             reporter.logger.error("reload failed, keeping the previous configuration: \(error)")
@@ -324,7 +339,8 @@ actor Scheduler: Service {
                 // So does a target that now mirrors another source or into another folder, or excludes other
                 // entries: until it runs, its destination is not what the configuration says.
                 let mirrorsOtherwise = target.source != slot.target.source || target.destination != slot.target.destination
-                    || target.exclude != slot.target.exclude
+                    || target.exclude != slot.target.exclude || target.symlinks != slot.target.symlinks
+                if mirrorsOtherwise && slot.running { slot.changedWhileRunning = true }
                 if slot.failures > 0 || mirrorsOtherwise {
                     slot.due = min(slot.due, now.addingTimeInterval(Self.startupJitter(target)))
                 }
