@@ -128,7 +128,8 @@ final class CurlEasy {
         onBody: @escaping (UnsafeRawBufferPointer) throws -> Void
     ) throws {
         curl_easy_reset(handle)
-        let context = TransferContext(bodyLimit: request.bodyLimit, stallTimeout: settings.stallTimeout, cancelled: cancelled, decide: decide, onBody: onBody)
+        let context = TransferContext(bodyLimit: request.bodyLimit, stallTimeout: settings.stallTimeout, handle: handle, cancelled: cancelled,
+                                      decide: decide, onBody: onBody)
         var headerList: UnsafeMutablePointer<curl_slist>?
         for header in request.headers { headerList = curl_slist_append(headerList, header) }
         // Why `transfer` holds both: libcurl keeps the context pointer and reads the header list until the
@@ -387,15 +388,20 @@ private final class TransferContext {
     var received = 0
     private var receivedAtLastLook = 0
     private var lastMove = ContinuousClock.now
-    /// Seconds without a byte received after which the transfer is stalled.
+    /// Seconds without a byte received after which the transfer is stalled, counted from the end of the
+    /// connection's set-up (name, TCP and TLS have `CURLOPT_CONNECTTIMEOUT`).
     let stallTimeout: Int
+    /// The easy handle, to ask whether the connection is set up yet.
+    let handle: UnsafeMutableRawPointer
+    private var connected = false
     /// Set when the progress callback stopped the transfer as stalled (see `isStalled`).
     var stalled = false
 
-    init(bodyLimit: Int, stallTimeout: Int, cancelled: @escaping () -> Bool, decide: @escaping (Int, HTTPHeaders) throws -> Bool,
-         onBody: @escaping (UnsafeRawBufferPointer) throws -> Void) {
+    init(bodyLimit: Int, stallTimeout: Int, handle: UnsafeMutableRawPointer, cancelled: @escaping () -> Bool,
+         decide: @escaping (Int, HTTPHeaders) throws -> Bool, onBody: @escaping (UnsafeRawBufferPointer) throws -> Void) {
         self.bodyLimit = bodyLimit
         self.stallTimeout = stallTimeout
+        self.handle = handle
         self.cancelled = cancelled
         self.decide = decide
         self.onBody = onBody
@@ -406,6 +412,13 @@ private final class TransferContext {
     /// sent as traffic, and a silent server was taken for dead only after twice the timeout.
     func isStalled() -> Bool {
         let now = ContinuousClock.now
+        if !connected {
+            var ready: curl_off_t = 0
+            guard folio_curl_getinfo_off_t(handle, CURLINFO_PRETRANSFER_TIME_T, &ready) == CURLE_OK, ready > 0 else { return false }
+            connected = true
+            lastMove = now
+            return false
+        }
         if received != receivedAtLastLook {
             receivedAtLastLook = received
             lastMove = now
