@@ -134,22 +134,19 @@ struct ChangeHook: Sendable {
             logger.warning("\(target): on-change hook \(arguments[0]) ended, and what it left running held its input unread for \(Self.unreadInputPatience); \(unwritten) of \(changedPaths.count) paths were not written to it")
         }
         let exited = status & 0x7f == 0
-        // Stopped by Folio's own stop (a hook that is a shell script exits 143 on the SIGTERM rather than dying
-        // of it): its paths go to the next run's hook, so "not retried" would be false.
-        if stopping.withLock({ $0 }), !(exited && (status >> 8) & 0xff == 0) {
-            let how = exited ? "exited with status \((status >> 8) & 0xff)" : "killed by signal \(status & 0x7f)"
-            logger.warning("\(target): on-change hook \(arguments[0]) was stopped with folio (\(how)); the next run's hook gets its paths again")
-            return .interrupted
-        }
+        let how = exited ? "exited with status \((status >> 8) & 0xff)" : "was killed by signal \(status & 0x7f)"
         if exited && (status >> 8) & 0xff == 0 {
             logger.info("\(target): on-change hook \(arguments[0]) ran for \(changedPaths.count) changed paths")
             return .succeeded
-        } else if exited {
-            logger.warning("\(target): on-change hook \(arguments[0]) exited with status \((status >> 8) & 0xff); it is not retried (the next change runs it again)")
-        } else {
-            logger.warning("\(target): on-change hook \(arguments[0]) was killed by signal \(status & 0x7f); it is not retried")
-            if [SIGINT, SIGTERM, SIGHUP, SIGQUIT].contains(status & 0x7f), !timedOut.withLock({ $0 }) { return .interrupted }
         }
+        // A stop cut it short: Folio's own (a hook that is a shell script exits 143 on the SIGTERM rather than
+        // dying of it), or Ctrl-C reaching the hook as it reaches Folio. Its paths go to the next run's hook.
+        let stopSignal = !exited && [SIGINT, SIGTERM, SIGHUP, SIGQUIT].contains(status & 0x7f)
+        if !timedOut.withLock({ $0 }), stopping.withLock({ $0 }) || stopSignal {
+            logger.warning("\(target): on-change hook \(arguments[0]) was stopped (it \(how)); the next run's hook gets its paths again")
+            return .interrupted
+        }
+        logger.warning("\(target): on-change hook \(arguments[0]) \(how); it is not retried (the next change runs it again)")
         return .failed
     }
 

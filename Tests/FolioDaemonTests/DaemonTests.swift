@@ -569,7 +569,7 @@ final class DaemonTests: XCTestCase {
         XCTAssertEqual(kill(hookPID, 0), 0, "the hook runs")
 
         terminate(daemon)
-        XCTAssertTrue(daemon.log.contains("docs: on-change hook /bin/sh was stopped with folio (killed by signal 9); the next run's hook gets its paths again"), daemon.log)
+        XCTAssertTrue(daemon.log.contains("docs: on-change hook /bin/sh was stopped (it was killed by signal 9); the next run's hook gets its paths again"), daemon.log)
         XCTAssertEqual(kill(hookPID, 0), -1, "no hook left behind")
     }
 
@@ -583,7 +583,7 @@ final class DaemonTests: XCTestCase {
         let daemon = try startDaemon()
         eventually(20, "the hook running") { text(pidFile) != nil }
         terminate(daemon)
-        XCTAssertTrue(daemon.log.contains("docs: on-change hook /bin/sh was stopped with folio (exited with status 143); the next run's hook gets its paths again"), daemon.log)
+        XCTAssertTrue(daemon.log.contains("docs: on-change hook /bin/sh was stopped (it exited with status 143); the next run's hook gets its paths again"), daemon.log)
         XCTAssertFalse(daemon.log.contains("not retried"), daemon.log)
     }
 
