@@ -77,7 +77,7 @@ int folio_open_file_beneath(int dirfd, const char *path) {
         size_t length = (size_t)(slash - start);
         if (length == 0 || length >= sizeof part) {
             if (current != dirfd) close(current);
-            errno = ENAMETOOLONG;
+            errno = length == 0 ? EINVAL : ENAMETOOLONG;
             return -1;
         }
         memcpy(part, start, length);

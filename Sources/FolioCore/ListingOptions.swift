@@ -19,7 +19,7 @@ public struct ListingOptions: Sendable {
     public var hints = ListingHints()
     /// The target's destination folder, by identity, for a source that can meet it inside its own tree (a local
     /// folder): it is skipped there. Set by the engine.
-    var destination: DirectoryIdentity?
+    var destinationIdentity: DirectoryIdentity?
 
     /// Options for one listing; `hints` start empty.
     public init(symlinks: SymlinkPolicy = .skip, exclude: ExcludeFilter = ExcludeFilter(), parallelism: Int = 4) {

@@ -26,7 +26,7 @@ public struct LocalSource: Source {
     public func snapshot(options: ListingOptions) async throws -> Snapshot {
         let root = rootPath
         let walker = TreeWalker(rootPath: root, symlinks: options.symlinks, exclude: options.exclude,
-                                isDestination: false, skipAtRoot: [], threads: options.parallelism, destination: options.destination)
+                                isDestination: false, skipAtRoot: [], threads: options.parallelism, destinationIdentity: options.destinationIdentity)
         // Why a dedicated queue: the walk blocks in readdir/fstatat and must not hold a cooperative thread.
         return try await withCheckedThrowingContinuation { continuation in
             DispatchQueue(label: "folio.local.snapshot").async {
@@ -100,7 +100,7 @@ final class LocalConnection: SourceConnection {
     }
 
     func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws {
-        let fd = try open(entry.path)
+        let fd = try openListedFile(entry.path)
         defer { Glibc.close(fd) }
         // One check, after the copy, is enough: a change during or before the copy shows in it (a shrink stops
         // the copy short, a growth or edit moves the size or mtime).
@@ -153,7 +153,7 @@ final class LocalConnection: SourceConnection {
     /// swapped for a link since the listing would lead the copy anywhere this user can read, /root included),
     /// never outside the source, and never a FIFO or device swapped in (whose open or read would wait for a
     /// writer that never comes, past any stop).
-    private func open(_ path: RelativePath) throws -> Int32 {
+    private func openListedFile(_ path: RelativePath) throws -> Int32 {
         let fd = path.withCString { followLinks ? folio_openat(rootFD, $0, O_RDONLY | O_NONBLOCK) : folio_open_file_beneath(rootFD, $0) }
         guard fd >= 0 else { throw fileError(path, errno: errno, doing: "open") }
         var info = stat()
@@ -195,7 +195,8 @@ final class LocalConnection: SourceConnection {
         switch code {
         case ENOENT: return SourceError(.notFound, "\(rootPath)/\(path) disappeared from the source", path: path)
         case EACCES, EPERM: return SourceError(.permission, "cannot read \(rootPath)/\(path): permission denied", path: path)
-        case ELOOP: return SourceError(.notFound, "\(rootPath)/\(path) became a symbolic link; not followed", path: path)
+        case ELOOP: return SourceError(.notFound, "\(rootPath)/\(path), or a folder on its path, became a symbolic link; not followed", path: path)
+        case ENOTDIR: return SourceError(.changed, "a folder on the path of \(rootPath)/\(path) is no longer a folder (a file or a link took its place since the listing); not copied", path: path)
         default: return SourceError(.localIO, "cannot \(action) \(rootPath)/\(path): \(reason)", path: path, underlying: "errno \(code)")
         }
     }

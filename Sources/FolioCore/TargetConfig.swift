@@ -150,11 +150,11 @@ public struct SourceSettings: Sendable, Equatable {
     public init() {}
 
     /// The configuration keys of these settings: each kind of source uses some of them.
-    public static let keys: Set<String> = ["identity", "passphrase-file", "password-file", "known-hosts", "username", "token-file", "ca-file",
+    public static let allKeys: Set<String> = ["identity", "passphrase-file", "password-file", "known-hosts", "username", "token-file", "ca-file",
                                            "insecure-tls", "webdav", "connections", "requests-per-second"]
 
     /// The keys a kind of source uses, and how a message names that kind.
-    public static func keys(usedBy kind: SourceLocation.Kind) -> (used: Set<String>, source: String) {
+    public static func keysUsed(by kind: SourceLocation.Kind) -> (used: Set<String>, source: String) {
         switch kind {
         case .local:
             ([], "a local folder")

@@ -28,7 +28,7 @@ struct TreeWalker: Sendable {
     let threads: Int
     /// A source walk's target destination, by identity: met as a folder of the source (a bind mount puts it
     /// there, where no path check sees it), it is skipped, or each run would copy the mirror into itself.
-    var destination: DirectoryIdentity?
+    var destinationIdentity: DirectoryIdentity?
 
     /// Walks the tree below `rootFD` (which stays owned by the caller) into items sorted by path. Blocking: call it
     /// off the cooperative pool.
@@ -262,7 +262,7 @@ struct TreeWalker: Sendable {
             result.append(LocalItem(path: path, kind: .symlink, size: Int64(info.st_size), mtime: mtime, inode: UInt64(info.st_ino)))
         case S_IFDIR:
             let identity = DirectoryIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
-            if identity == destination {
+            if identity == destinationIdentity {
                 result.issues.append(ListingIssue(path: path.description, kind: .skipped("it is this target's destination, mounted or linked into the source; Folio would copy the mirror into itself: exclude it, or mount the destination elsewhere")))
                 return
             }

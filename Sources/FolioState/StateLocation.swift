@@ -1,8 +1,8 @@
 import Foundation
 
-/// Where the state database lives: `FOLIO_STATE_DIR` (relative to the working folder, unless absolute), else the config's `state-dir`, else `$STATE_DIRECTORY` (set
-/// by systemd's `StateDirectory=`), else `/var/lib/folio` for root, else `$XDG_STATE_HOME/folio` (default
-/// `~/.local/state/folio`).
+/// Where the state database lives: `FOLIO_STATE_DIR` (relative to the working folder, unless absolute), else
+/// the config's `state-dir`, else `$STATE_DIRECTORY` (set by systemd's `StateDirectory=`), else `/var/lib/folio`
+/// for root, else `$XDG_STATE_HOME/folio` (default `~/.local/state/folio`).
 public enum StateLocation {
     /// The state directory, chosen in the order above; `configured` is the config's `state-dir`.
     public static func directory(configured: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {

@@ -113,7 +113,7 @@ struct MirrorCommand: AsyncParsableCommand {
     /// unused keys are: the run goes on, but a mistaken source (a local path where a URL was meant) shows.
     private func unusedFlags(source: String) -> [String] {
         guard let kind = try? SourceLocation(parsing: source).kind else { return [] }
-        let (used, sourceName) = SourceSettings.keys(usedBy: kind)
+        let (used, sourceName) = SourceSettings.keysUsed(by: kind)
         let given: [(key: String, isSet: Bool)] = [
             ("identity", identity != nil), ("passphrase-file", passphraseFile != nil), ("password-file", passwordFile != nil),
             ("known-hosts", knownHosts != nil), ("username", username != nil), ("token-file", tokenFile != nil), ("ca-file", caFile != nil),
