@@ -185,13 +185,9 @@ final class ConfigTests: XCTestCase {
     /// A configuration handed over in a pipe (`--config <(…)`) loads; `/dev/null` is a file without targets, and a
     /// folder or a missing file says which it is.
     func testConfigurationsFromPipesAndDevicesLoadAndOtherPathsSayWhatTheyAre() throws {
-        var fds: [Int32] = [0, 0]
-        XCTAssertEqual(pipe(&fds), 0)
-        let text = Array("[[target]]\nname = \"p\"\nsource = \"/src\"\ndestination = \"/dst\"\n".utf8)
-        XCTAssertEqual(write(fds[1], text, text.count), text.count)
-        close(fds[1])
-        defer { close(fds[0]) }
-        XCTAssertEqual(try Config.load(path: "/proc/self/fd/\(fds[0])").targets.map(\.name), ["p"])
+        let pipe = FixtureTree.pipe(holding: "[[target]]\nname = \"p\"\nsource = \"/src\"\ndestination = \"/dst\"\n")
+        defer { close(pipe.fd) }
+        XCTAssertEqual(try Config.load(path: pipe.path).targets.map(\.name), ["p"])
 
         XCTAssertEqual(try Config.load(path: "/dev/null").targets, [])
         let folder = TemporaryDirectory("config")

@@ -20,15 +20,11 @@ final class SecretFileTests: XCTestCase {
 
     /// A secret handed over in a pipe (`--password-file <(pass show nas)`) is read as a file's is.
     func testASecretInAPipeIsRead() throws {
-        var fds: [Int32] = [0, 0]
-        XCTAssertEqual(pipe(&fds), 0)
-        let text = Array("s3cret\n".utf8)
-        XCTAssertEqual(write(fds[1], text, text.count), text.count)
-        close(fds[1])
-        defer { close(fds[0]) }
-        XCTAssertEqual(try SecretFile.read("/proc/self/fd/\(fds[0])", what: "password-file"), "s3cret")
+        let pipe = FixtureTree.pipe(holding: "s3cret\n")
+        defer { close(pipe.fd) }
+        XCTAssertEqual(try SecretFile.read(pipe.path, what: "password-file"), "s3cret")
         // Read again (an SFTP run logs in once per connection), the drained pipe still gives the secret.
-        XCTAssertEqual(try SecretFile.read("/proc/self/fd/\(fds[0])", what: "password-file"), "s3cret")
+        XCTAssertEqual(try SecretFile.read(pipe.path, what: "password-file"), "s3cret")
     }
 
     /// A file with nothing in it but line ends is refused, naming the file: sent as is, it was an empty password or

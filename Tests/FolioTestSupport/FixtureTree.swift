@@ -4,6 +4,17 @@ import Glibc
 /// Writes trees of files with exact bytes and mtimes, for sources to serve and tests to compare against.
 public enum FixtureTree {
     /// Creates a file (and its folders) with the given content and, if given, mtime.
+    /// A pipe that holds `text` and has no writer left, as `<(…)` hands one to a command: its path
+    /// (`/proc/self/fd/N`), and the descriptor to close when done.
+    public static func pipe(holding text: String) -> (path: String, fd: Int32) {
+        var fds: [Int32] = [0, 0]
+        precondition(Glibc.pipe(&fds) == 0, "pipe: \(errno)")
+        let bytes = Array(text.utf8)
+        precondition(Glibc.write(fds[1], bytes, bytes.count) == bytes.count, "a pipe holds 64 KiB")
+        close(fds[1])
+        return ("/proc/self/fd/\(fds[0])", fds[0])
+    }
+
     public static func write(_ root: String, _ relative: String, _ content: [UInt8], mtime: (seconds: Int, nanoseconds: Int)? = nil) {
         let path = root + "/" + relative
         try! FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)

@@ -81,10 +81,10 @@ static inline int folio_openat_create(int dirfd, const char *name, int flags, mo
 }
 
 /// Opens the file at the relative `path` below `dirfd` for reading, following no symbolic link in any component
-/// (ELOOP where one stands; ENOTDIR for a folder on the way, without openat2) and never leaving `dirfd`'s tree: a source folder swapped for a link after the
-/// listing cannot lead a download outside the source. O_NONBLOCK, so that a file swapped for a FIFO cannot hold
-/// the open until a writer comes (it changes nothing for a regular file). With openat2 where the kernel has it,
-/// else one component at a time.
+/// (ELOOP where one stands; ENOTDIR for a folder on the way, without openat2) and never leaving `dirfd`'s tree:
+/// a source folder swapped for a link after the listing cannot lead a download outside the source. O_NONBLOCK,
+/// so that a file swapped for a FIFO cannot hold the open until a writer comes (it changes nothing for a regular
+/// file). With openat2 where the kernel has it, else one component at a time.
 int folio_open_file_beneath(int dirfd, const char *path);
 
 /// Grows this process's descriptor table to hold `highest` + 1 descriptors (less when RLIMIT_NOFILE is lower);
