@@ -95,10 +95,8 @@ final class ConsoleReporter: SyncEventSink, @unchecked Sendable {
         case .fileFailed(let target, _, let message):
             var failures = 0
             update(target) { $0.failures += 1; failures = $0.failures }
-            if failures <= Summary.failureLinesShown {
-                printAboveBlock("\(target): \(message)", toError: true)
-            } else if failures == Summary.failureLinesShown + 1 {
-                printAboveBlock(Summary.moreFailures(target), toError: true)
+            if let line = Summary.failureLine(failures, target: target, line: "\(target): \(message)") {
+                printAboveBlock(line, toError: true)
             }
         case .notice(let target, let message):
             printAboveBlock("\(target): \(message)", toError: false)

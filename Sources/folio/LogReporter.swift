@@ -70,10 +70,8 @@ final class LogReporter: SyncEventSink {
                 state.live[target, default: Live()].failures += 1
                 return state.live[target]!.failures
             }
-            if failures <= Summary.failureLinesShown {
-                logger.warning("\(target): \(path): \(message)")
-            } else if failures == Summary.failureLinesShown + 1 {
-                logger.warning("\(Summary.moreFailures(target))")
+            if let line = Summary.failureLine(failures, target: target, line: "\(target): \(path): \(message)") {
+                logger.warning("\(line)")
             }
         case .notice(let target, let message):
             logger.notice("\(target): \(message)")

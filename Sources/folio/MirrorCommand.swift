@@ -40,8 +40,8 @@ struct MirrorCommand: AsyncParsableCommand {
     @Option(name: .long, parsing: .unconditional, help: "HTTP: at most this many requests in flight to the server (default 16).") var connections: Int?
 
     func run() async throws {
-        let target = try makeTarget()
-        for flag in unusedFlags(source: target.source) {
+        let (target, sourceKeys) = try makeTarget()
+        for flag in unusedFlags(sourceKeys, source: target.source) {
             FileDescriptorOutput.writeToStandardError("folio: warning: \(flag)\n")
         }
         // Reads the filesystem: off the cooperative pool. A usage error (exit 2), as the same folders spelt alike are.
@@ -55,8 +55,9 @@ struct MirrorCommand: AsyncParsableCommand {
         if status != .success { throw status.exitCode }
     }
 
-    /// The flags as a target, checked like a configuration file's.
-    func makeTarget() throws -> TargetConfig {
+    /// The flags as a target, checked like a configuration file's, and the source settings they set (by their
+    /// configuration keys).
+    func makeTarget() throws -> (target: TargetConfig, sourceKeys: [String]) {
         // Why refused: an empty argument (a script's unset "$DEST") read as a path is the working folder, whose
         // every entry the run would then remove.
         for (name, value) in [("SOURCE", source), ("DEST", destination)] where value.isEmpty {
@@ -88,14 +89,19 @@ struct MirrorCommand: AsyncParsableCommand {
         toml += "timeout = \(timeout)\ntrash-days = \(trashDays)\nsymlinks = \(quoted(symlinks))\n"
         toml += Int(maxDelete).map { "max-delete = \($0)\n" } ?? "max-delete = \(quoted(maxDelete))\n"
         toml += "exclude = [\(exclude.map(quoted).joined(separator: ", "))]\n"
+        var sourceKeys: [String] = []
+        func add(_ key: String, _ value: String) {
+            toml += "\(key) = \(value)\n"
+            sourceKeys.append(key)
+        }
         for (key, value) in [("identity", identity), ("passphrase-file", passphraseFile), ("password-file", passwordFile),
                              ("known-hosts", knownHosts), ("username", username), ("token-file", tokenFile), ("ca-file", caFile)] {
-            if let value { toml += "\(key) = \(quoted(key == "username" ? value : absolutePath(value)))\n" }
+            if let value { add(key, quoted(key == "username" ? value : absolutePath(value))) }
         }
-        if insecureTLS { toml += "insecure-tls = true\n" }
-        toml += webdav == "auto" ? "webdav = \"auto\"\n" : "webdav = \(webdav)\n"
-        if let requestsPerSecond { toml += "requests-per-second = \(requestsPerSecond)\n" }
-        if let connections { toml += "connections = \(connections)\n" }
+        if insecureTLS { add("insecure-tls", "true") }
+        if webdav != "auto" { add("webdav", webdav) }
+        if let requestsPerSecond { add("requests-per-second", "\(requestsPerSecond)") }
+        if let connections { add("connections", "\(connections)") }
         var target: TargetConfig
         do {
             let config = try Config.parse(toml, file: "command line")
@@ -106,21 +112,15 @@ struct MirrorCommand: AsyncParsableCommand {
                 .replacingOccurrences(of: "connections", with: "--connections"))
         }
         target.name = "mirror:" + absolute
-        return target
+        return (target, sourceKeys)
     }
 
     /// The source flags given that this kind of source does not use, each as a warning, as a configuration's
     /// unused keys are: the run goes on, but a mistaken source (a local path where a URL was meant) shows.
-    private func unusedFlags(source: String) -> [String] {
+    private func unusedFlags(_ sourceKeys: [String], source: String) -> [String] {
         guard let kind = try? SourceLocation(parsing: source).kind else { return [] }
         let (used, sourceName) = SourceSettings.keysUsed(by: kind)
-        let given: [(key: String, isSet: Bool)] = [
-            ("identity", identity != nil), ("passphrase-file", passphraseFile != nil), ("password-file", passwordFile != nil),
-            ("known-hosts", knownHosts != nil), ("username", username != nil), ("token-file", tokenFile != nil), ("ca-file", caFile != nil),
-            ("insecure-tls", insecureTLS), ("webdav", webdav != "auto"), ("connections", connections != nil),
-            ("requests-per-second", requestsPerSecond != nil),
-        ]
-        return given.filter { $0.isSet && !used.contains($0.key) }.map { "--\($0.key) is not used with \(sourceName), this run's source; remove it, or check the source" }
+        return sourceKeys.filter { !used.contains($0) }.map { "--\($0) is not used with \(sourceName), this run's source; remove it, or check the source" }
     }
 
     private func absolutePath(_ path: String) -> String {

@@ -8,9 +8,11 @@ enum Summary {
     /// which counts them all and names the first (`--json` still lists each one).
     static let failureLinesShown = 10
 
-    /// The line that stands for the failures past `failureLinesShown`.
-    static func moreFailures(_ target: String) -> String {
-        "\(target): more files failed; the summary counts them all"
+    /// What to print for a run's `number`th failed file (from 1): its own `line` up to `failureLinesShown`, then
+    /// once a line that stands for the rest, then nothing.
+    static func failureLine(_ number: Int, target: String, line: String) -> String? {
+        if number <= failureLinesShown { return line }
+        return number == failureLinesShown + 1 ? "\(target): more files failed; the summary counts them all" : nil
     }
 
     static func lines(for report: RunReport) -> [String] {

@@ -724,14 +724,15 @@ final class MirrorEndToEndTests: XCTestCase {
         oneTargetConfig("docs", extra: "on-change = [\"/bin/sh\", \"-c\", \"\(hook)\"]")
     }
 
-    /// Writes `folio.toml` with one target, `name`, from src to dst, with `extra` (a line of keys) as its line 5,
-    /// and returns the arguments that point folio at it.
-    private func oneTargetConfig(_ name: String, extra: String = "") -> [String] {
+    /// Writes `folio.toml` with one target, `name`, from `source` to `destination` (the work folder's src and dst
+    /// unless given), with `extra` (a line of keys) as its line 5, and returns the arguments that point folio at it.
+    @discardableResult
+    private func oneTargetConfig(_ name: String, source: String = "src", destination: String = "dst", extra: String = "") -> [String] {
         FixtureTree.write(work.path(""), "folio.toml", """
             [[target]]
             name = "\(name)"
-            source = "\(work.path("src"))"
-            destination = "\(work.path("dst"))"
+            source = "\(work.path(source))"
+            destination = "\(work.path(destination))"
             \(extra)
             """)
         return ["--config", work.path("folio.toml")]
@@ -887,13 +888,8 @@ final class MirrorEndToEndTests: XCTestCase {
     /// with `--no-wait`, failed as "being synced by another folio process" (its own).
     func testATargetNamedTwiceRunsOnce() throws {
         FixtureTree.write(work.path("a"), "f", "f")
-        FixtureTree.write(work.path(""), "folio.toml", """
-            [[target]]
-            name = "t1"
-            source = "\(work.path("a"))"
-            destination = "\(work.path("mirror-a"))"
-            """)
-        let outcome = FolioBinary.run(["sync", "--config", work.path("folio.toml"), "--parallel-targets", "2", "--no-wait", "t1", "t1"], environment: environment)
+        let config = oneTargetConfig("t1", source: "a", destination: "mirror-a")
+        let outcome = FolioBinary.run(["sync"] + config + ["--parallel-targets", "2", "--no-wait", "t1", "t1"], environment: environment)
         XCTAssertEqual(outcome.status, 0, outcome.stderr)
         XCTAssertEqual(outcome.stderrLines, [])
         XCTAssertEqual(outcome.stdoutLines.count, 1, outcome.stdout)
@@ -952,13 +948,7 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertFalse(status.events.contains { $0["configured"] != nil }, status.stdout)
 
         // Taken out of the configuration (renamed, say), a target's last run is still shown, marked as such.
-        FixtureTree.write(work.path(""), "folio.toml", """
-            [[target]]
-            name = "manual-one"
-            source = "\(work.path("a"))"
-            destination = "\(work.path("mirror-a"))"
-            mode = "manual"
-            """)
+        oneTargetConfig("manual-one", source: "a", destination: "mirror-a", extra: "mode = \"manual\"")
         let after = FolioBinary.run(["status"] + config, environment: environment)
         XCTAssertEqual(after.stdoutLines.filter { $0.hasPrefix("auto-one") }.map { $0.prefix(53) },
                        ["auto-one (no longer in the configuration): synced at "])

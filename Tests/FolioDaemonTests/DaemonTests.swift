@@ -558,14 +558,20 @@ final class DaemonTests: XCTestCase {
         terminate(next)
     }
 
-    func testStopEndsAHookThatIgnoresSIGTERMAndStillExitsWithin10Seconds() throws {
+    /// Starts a daemon whose one target, docs, runs `/bin/sh -c "SIGNALS; echo $$ > PIDFILE; while :; do sleep 0.1; done"`
+    /// as its hook after its first run, and returns it once the hook runs, with the hook's pid.
+    private func startDaemonWithLingeringHook(signals: String) throws -> (DaemonProcess, pid_t) {
         FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
         let pidFile = scratch.path("hook.pid")
-        let hook = "echo $$ > \(pidFile); trap '' TERM; while :; do sleep 0.1; done"
+        let hook = "\(signals); echo $$ > \(pidFile); while :; do sleep 0.1; done"
         writeConfig(target("docs", extra: "on-change = [\"/bin/sh\", \"-c\", \"\(hook)\"]"))
         let daemon = try startDaemon()
         eventually(20, "the hook running") { (text(pidFile).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) != nil }
-        let hookPID = Int32(text(pidFile)!.trimmingCharacters(in: .whitespacesAndNewlines))!
+        return (daemon, Int32(text(pidFile)!.trimmingCharacters(in: .whitespacesAndNewlines))!)
+    }
+
+    func testStopEndsAHookThatIgnoresSIGTERMAndStillExitsWithin10Seconds() throws {
+        let (daemon, hookPID) = try startDaemonWithLingeringHook(signals: "trap '' TERM")
         XCTAssertEqual(kill(hookPID, 0), 0, "the hook runs")
 
         terminate(daemon)
@@ -576,12 +582,7 @@ final class DaemonTests: XCTestCase {
     /// A hook that is a shell script exits 143 on the stop's SIGTERM rather than dying of it: still a stop, and
     /// the log says its paths go to the next run's hook (they do), not that it is not retried.
     func testAHookThatExitsOnTheStopsSIGTERMIsLoggedAsStopped() throws {
-        FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
-        let pidFile = scratch.path("hook.pid")
-        let hook = "trap 'exit 143' TERM; echo $$ > \(pidFile); while :; do sleep 0.1; done"
-        writeConfig(target("docs", extra: "on-change = [\"/bin/sh\", \"-c\", \"\(hook)\"]"))
-        let daemon = try startDaemon()
-        eventually(20, "the hook running") { text(pidFile) != nil }
+        let (daemon, _) = try startDaemonWithLingeringHook(signals: "trap 'exit 143' TERM")
         terminate(daemon)
         XCTAssertTrue(daemon.log.contains("docs: on-change hook /bin/sh was stopped (it exited with status 143); the next run's hook gets its paths again"), daemon.log)
         XCTAssertFalse(daemon.log.contains("not retried"), daemon.log)
