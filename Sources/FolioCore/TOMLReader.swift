@@ -69,6 +69,11 @@ struct TOMLReader {
                 skipSpaces()
                 let name = try key()
                 skipSpaces()
+                if current == UInt8(ascii: ".") {
+                    // `[target.photos]` is how many TOML files name a table; say how this one does.
+                    throw fail(name == "target" ? "targets are written [[target]] with name = \"…\" inside, not [target.NAME]"
+                                                : "dotted table names ([\(name).…]) are not used in this file")
+                }
                 guard current == UInt8(ascii: "]") else { throw fail("expected ] to close the table header") }
                 index += 1
                 if isArray {

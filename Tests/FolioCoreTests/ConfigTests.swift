@@ -84,6 +84,8 @@ final class ConfigTests: XCTestCase {
             ("[[target]]\nname = \"a\"\n", "f.toml:1: this [[target]] has no source; add source = \"…\""),
             (base + "destination2 = \n", "f.toml:5: expected a value"),
             ("[target]\n", "f.toml:1: unknown table [target]; targets are written [[target]]"),
+            ("[target.photos]\nsource = \"/x\"\n", "f.toml:1: targets are written [[target]] with name = \"…\" inside, not [target.NAME]"),
+            ("[defaults.x]\n", "f.toml:1: dotted table names ([defaults.…]) are not used in this file"),
             ("name = \"x\"\n", "f.toml:1: name belongs in a [[target]] table"),
             (base + "source2 = \"x\" junk\n", "f.toml:5: unexpected text after the value; one key per line"),
             (web + "password-file = \"/etc/folio/pw\"\n", "f.toml:5: target \"w\": password-file is set but username is not; add username"),
