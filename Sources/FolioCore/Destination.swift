@@ -92,8 +92,9 @@ public final class Destination: Sendable {
     /// Opens `<path>/.folio/lock`, making the destination and `.folio` first as a run would: the file whose
     /// `flock` keeps one run at a time in this folder. Why in the folder itself: every process that writes here
     /// finds the same file, whatever its state directory (`folio mirror` as another user, a second daemon) and
-    /// however it spells the path. `madeDestination`: the destination did not exist before this call.
-    public static func openLockFile(at path: String) throws(SourceError) -> (fd: Int32, madeDestination: Bool) {
+    /// however it spells the path. `madeDestination`: the destination did not exist before this call;
+    /// `madeFolioFolder`: nor did its `.folio` folder.
+    public static func openLockFile(at path: String) throws(SourceError) -> (fd: Int32, madeDestination: Bool, madeFolioFolder: Bool) {
         var attempt = 0
         while true {
             attempt += 1
@@ -101,6 +102,7 @@ public final class Destination: Sendable {
             let made = mkdir(path, 0o755) == 0 || errno == ENOENT
             let root = try openRoot(path, create: true)
             defer { close(root) }
+            let madeFolio = made || (faccessat(root, ".folio", F_OK, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT)
             let folio: Int32
             do {
                 folio = try makeFolder(in: root, name: ".folio", display: path + "/.folio")
@@ -112,16 +114,32 @@ public final class Destination: Sendable {
             let fd = folio_openat_create(folio, "lock", O_RDWR | O_CREAT | O_NOFOLLOW, 0o644)
             if fd < 0, errno == ENOENT, attempt < 3 { continue }
             guard fd >= 0 else { throw error(errno, "cannot open the lock file \(path)/.folio/lock") }
-            return (fd, made)
+            return (fd, made, madeFolio)
         }
     }
 
-    /// Takes away a destination that a run made and that holds nothing but Folio's own empty folders and lock
-    /// file: a mistyped source or an unreachable server must not leave a new, empty folder behind. Only empty
-    /// folders go (never a file but the lock, never a folder with anything in it), the lock file only once the
-    /// rest of `.folio` is gone, and nothing through a symlink. Call it holding the lock, just before letting
-    /// it go; a process waiting for the lock then finds its file unlinked and opens the new one (`TargetLock`).
-    public static func removeIfUnused(_ path: String) {
+    /// Whether a run has written in the folder at `path`: it holds `.folio/partial`, which every run that writes
+    /// makes (taking the lock makes only `.folio` and its lock file). Where the state database remembers files
+    /// and this answers no, the folder is not the one those runs wrote: a drive not mounted (its mountpoint is
+    /// an empty folder), a share not attached. Nothing is followed through a symlink below `path`.
+    public static func showsEarlierRuns(at path: String) -> Bool {
+        let root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard root >= 0 else { return false }
+        defer { close(root) }
+        let folio = folio_openat_dir_nofollow(root, ".folio")
+        guard folio >= 0 else { return false }
+        defer { close(folio) }
+        var info = stat()
+        return fstatat(folio, "partial", &info, AT_SYMLINK_NOFOLLOW) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    /// Takes away the `.folio` folder a run made in a destination that holds nothing else, and with
+    /// `includingDestination` the destination folder too: a mistyped source, an unreachable server or a drive
+    /// that is not mounted must not leave a new, empty folder behind. Only empty folders go (never a file but the
+    /// lock, never a folder with anything in it), the lock file only once the rest of `.folio` is gone, and
+    /// nothing through a symlink. Call it holding the lock, just before letting it go; a process waiting for the
+    /// lock then finds its file unlinked and opens the new one (`TargetLock`).
+    public static func removeIfUnused(_ path: String, includingDestination: Bool) {
         let root = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard root >= 0 else { return }
         defer { close(root) }
@@ -139,7 +157,7 @@ public final class Destination: Sendable {
             close(partial)
         }
         for name in ["partial", "trash", "trash-clock"] where unlinkat(folio, name, AT_REMOVEDIR) != 0 && errno != ENOENT { emptied = false }
-        guard emptied, unlinkat(folio, "lock", 0) == 0, unlinkat(root, ".folio", AT_REMOVEDIR) == 0 else { return }
+        guard emptied, unlinkat(folio, "lock", 0) == 0, unlinkat(root, ".folio", AT_REMOVEDIR) == 0, includingDestination else { return }
         _ = rmdir(path)
     }
 

@@ -114,6 +114,18 @@ public struct SyncEngine: Sendable {
                       memo: inout String?) async throws -> UInt64 {
         let name = target.name
         events.emit(.stage(target: name, stage: .listing))
+        // Guarantee 3, for the destination: a folder that holds nothing of the runs the record remembers is a
+        // drive not mounted or a share not attached, not a copy to make again on the disk beneath it. Why here,
+        // before the source is asked anything: the answer does not depend on it. The record is counted only when
+        // the folder shows no earlier run, so a run into its usual folder pays one `fstatat` for the check.
+        if !options.force, !Destination.showsEarlierRuns(at: target.destination) {
+            let remembered = try state.recordedEntryCount(of: name, in: target.destination)
+            if remembered > 0 {
+                report.result = .refused
+                report.error = "destination \(target.destination) holds nothing of folio's earlier runs (they left \(remembered == 1 ? "1 entry" : "\(remembered) entries") and .folio/partial there): is its drive mounted? nothing was changed; if the folder was emptied on purpose, run with --force to mirror into it anew"
+                return 0
+            }
+        }
         let destination = try Self.openDestination(target.destination, dryRun: options.dryRun)
         var listing = ListingOptions(symlinks: target.symlinks, exclude: ExcludeFilter(target.exclude), parallelism: max(TargetConfig.nearTransfers, target.transfers ?? 0))
         // Why not in a dry run: it starts no run, so a target pointed at another source still holds the old one's hints.

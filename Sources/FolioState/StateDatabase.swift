@@ -224,6 +224,16 @@ public final class StateDatabase: StateStore, Sendable {
         }
     }
 
+    /// How many entries the target's record holds, when the target's runs were made in `destination`.
+    public func recordedEntryCount(of target: String, in destination: String) throws -> Int {
+        try perform {
+            try queue.read { db in
+                guard try String.fetchOne(db, sql: "SELECT destination FROM target WHERE name = ?", arguments: [target]) == destination else { return 0 }
+                return try Int.fetchOne(db, sql: "SELECT count(*) FROM entry WHERE target = ?", arguments: [target]) ?? 0
+            }
+        }
+    }
+
     /// The source digest the last finished run stored (a clean run stores one, any other clears it); nil when none is.
     public func sourceDigest(of target: String) throws -> UInt64? {
         try perform {

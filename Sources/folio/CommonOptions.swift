@@ -12,7 +12,7 @@ struct CommonOptions: ParsableArguments {
     @Flag(name: .long, help: "Write NDJSON events to standard output, one object per line (docs/json-events.md lists them).")
     var json = false
 
-    @Flag(name: .long, help: "Allow a run past the max-delete and empty-source guards.")
+    @Flag(name: .long, help: "Allow a run past the max-delete, empty-source and missing-destination guards.")
     var force = false
 
     func loadConfig() throws -> Config {

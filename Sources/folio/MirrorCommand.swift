@@ -17,7 +17,7 @@ struct MirrorCommand: AsyncParsableCommand {
 
     @Flag(name: .long, help: "Show what would change; change nothing.") var dryRun = false
     @Flag(name: .long, help: "Write NDJSON events, one object per line (docs/json-events.md lists them).") var json = false
-    @Flag(name: .long, help: "Allow a run past the max-delete and empty-source guards.") var force = false
+    @Flag(name: .long, help: "Allow a run past the max-delete, empty-source and missing-destination guards.") var force = false
     @Flag(name: .long, help: "Exit 1 at once if another folio process is syncing DEST.") var noWait = false
     // Numbers are parsed unconditionally: a negative one then gets the configuration's one-line answer, not
     // argument-parser's "missing value" and usage text.

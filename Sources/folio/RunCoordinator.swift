@@ -109,8 +109,9 @@ struct RunCoordinator {
                 report = failed(target, "stopped before it started", result: .interrupted, began: began)
             }
             // By hand only: the daemon would make and take away a folder that a media server may watch at every
-            // interval while the source is down; by hand, one failed run must not leave a new, empty folder.
-            if let held, report.result == .failed || report.result == .interrupted {
+            // interval while the source is down; by hand, one failed or refused run must not leave a new, empty
+            // folder (on the disk beneath a drive that is not mounted, say).
+            if let held, [.failed, .interrupted, .refused].contains(report.result) {
                 await Blocking.run { held.removeDestinationIfUnused() }
             }
             withExtendedLifetime(held) {}

@@ -16,8 +16,10 @@ import Glibc
 final class TargetLock: Sendable {
     private let fd: Int32
     private let destination: String
-    /// Whether taking the lock made the destination (it did not exist): see `removeDestinationIfUnused`.
+    /// Whether taking the lock made the destination (it did not exist), or its `.folio` folder: see
+    /// `removeDestinationIfUnused`.
     private let madeDestination: Bool
+    private let madeFolioFolder: Bool
 
     enum Failure: Error {
         case busy(String)
@@ -35,10 +37,11 @@ final class TargetLock: Sendable {
         }
     }
 
-    private init(fd: Int32, destination: String, madeDestination: Bool) {
+    private init(fd: Int32, destination: String, madeDestination: Bool, madeFolioFolder: Bool) {
         self.fd = fd
         self.destination = destination
         self.madeDestination = madeDestination
+        self.madeFolioFolder = madeFolioFolder
     }
 
     deinit {
@@ -55,7 +58,7 @@ final class TargetLock: Sendable {
         var attempt = 0
         while true {
             attempt += 1
-            let opened: (fd: Int32, madeDestination: Bool)
+            let opened: (fd: Int32, madeDestination: Bool, madeFolioFolder: Bool)
             do { opened = try Destination.openLockFile(at: target.destination) } catch { throw .io(error.message) }
             try lock(opened.fd, file: file, destination: target.destination, wait: wait, waiting: waiting, stopped: stopped)
             // Why look again once locked: the holder we waited for may have taken away the folder it had made
@@ -72,7 +75,8 @@ final class TargetLock: Sendable {
             let note = "\(getpid()) \(Int(Date().timeIntervalSince1970)) \(target.name)\n"
             ftruncate(opened.fd, 0)
             _ = note.withCString { pwrite(opened.fd, $0, strlen($0), 0) }
-            return TargetLock(fd: opened.fd, destination: target.destination, madeDestination: opened.madeDestination)
+            return TargetLock(fd: opened.fd, destination: target.destination, madeDestination: opened.madeDestination,
+                              madeFolioFolder: opened.madeFolioFolder)
         }
     }
 
@@ -107,12 +111,13 @@ final class TargetLock: Sendable {
         }
     }
 
-    /// After a run that did not bring the destination in step: when taking the lock made the destination, and
-    /// the run left nothing in it but Folio's own empty folders, takes it away again (see
-    /// `Destination.removeIfUnused`), so that a mistyped source does not leave an empty folder behind.
+    /// After a run that did not bring the destination in step: when taking the lock made the destination or its
+    /// `.folio` folder, and the run left nothing in it but Folio's own empty folders, takes away what it made
+    /// (see `Destination.removeIfUnused`), so that a mistyped source does not leave an empty folder behind, nor
+    /// a refused run a `.folio` in the empty mountpoint of a drive that is not mounted.
     func removeDestinationIfUnused() {
-        guard madeDestination else { return }
-        Destination.removeIfUnused(destination)
+        guard madeFolioFolder else { return }
+        Destination.removeIfUnused(destination, includingDestination: madeDestination)
     }
 
     /// "target photos is being synced by pid 812 (started 12:03:11)": the holder's target, which may be another

@@ -544,6 +544,45 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: work.path("kept/.folio/lock")), "a folder folio did not make is left as it was")
     }
 
+    /// A destination that holds nothing of the runs the state database remembers is a drive that is not mounted:
+    /// whether the destination is the drive's mountpoint (left an empty folder) or a folder on it (then missing),
+    /// the run is refused, exit 4, leaves nothing behind on the disk beneath, and mirrors again once the drive is
+    /// back; `--force` mirrors into the folder anew.
+    func testADestinationHoldingNothingOfEarlierRunsIsRefusedAsNotMounted() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        FixtureTree.write(work.path("src"), "sub/b.txt", "b")
+        for destination in ["usb", "usb/media"] {
+            let path = work.path(destination)
+            let first = FolioBinary.run(["mirror", work.path("src"), path], environment: environment)
+            XCTAssertEqual(first.status, 0, first.stderr)
+            // Unmounted: the drive's files are elsewhere, its mountpoint an empty folder.
+            XCTAssertEqual(rename(work.path("usb"), work.path("usb-away")), 0)
+            FixtureTree.makeFolder(work.path(""), "usb")
+
+            for dryRun in [false, true] {
+                let refused = FolioBinary.run(["mirror", work.path("src"), path] + (dryRun ? ["--dry-run"] : []), environment: environment)
+                XCTAssertEqual(refused.status, 4, refused.stdout)
+                XCTAssertEqual(refused.stderrLines, ["mirror:\(path): refused: destination \(path) holds nothing of folio's earlier runs (they left 3 entries and .folio/partial there): is its drive mounted? nothing was changed; if the folder was emptied on purpose, run with --force to mirror into it anew"])
+                XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: work.path("usb")), [], "nothing is left in the mountpoint")
+            }
+
+            // Mounted again, the run finds its files where it left them.
+            XCTAssertEqual(rmdir(work.path("usb")), 0)
+            XCTAssertEqual(rename(work.path("usb-away"), work.path("usb")), 0)
+            let back = FolioBinary.run(["mirror", work.path("src"), path], environment: environment)
+            XCTAssertEqual(back.status, 0, back.stderr)
+            XCTAssertEqual(back.stdoutLines.last?.hasPrefix("mirror:\(path): unchanged"), true, back.stdout)
+
+            // Emptied on purpose (the whole folder, .folio too): --force mirrors it anew.
+            try FileManager.default.removeItem(atPath: path)
+            FixtureTree.makeFolder(path, "")
+            let forced = FolioBinary.run(["mirror", "--force", work.path("src"), path], environment: environment)
+            XCTAssertEqual(forced.status, 0, forced.stderr)
+            XCTAssertEqual(FixtureTree.listing(path), ["a.txt", "sub/", "sub/b.txt"])
+            try FileManager.default.removeItem(atPath: work.path("usb"))
+        }
+    }
+
     /// Ctrl-C while the source is still being listed (here, an HTTP server that never answers) stops the run at
     /// once, as "interrupted", rather than after the server's timeout and retries as "failed".
     func testCtrlCWhileTheSourceIsListedStopsTheRun() throws {
