@@ -6,7 +6,7 @@ struct ConfigParser {
 
     static let globalKeys = ["state-dir", "parallel-targets", "log-level"]
     /// Keys a target may set, that may also stand at the top level as a default for every target.
-    static let defaultableKeys = ["transfers", "interval", "max-delete", "trash-days", "timeout", "symlinks", "known-hosts"]
+    static let defaultableKeys = ["transfers", "interval", "max-delete", "trash-days", "timeout", "symlinks", "known-hosts", "bandwidth-limit"]
     static let targetKeys = ["name", "source", "destination", "mode", "enabled", "exclude", "on-change", "on-change-timeout",
                              "identity", "passphrase-file", "password-file", "webdav", "username", "token-file",
                              "ca-file", "insecure-tls", "requests-per-second", "connections"] + defaultableKeys
@@ -135,6 +135,18 @@ struct ConfigParser {
             default: throw error(key, "max-delete is a count (max-delete = 100) or a percentage (max-delete = \"50%\")")
             }
         case "trash-days": target.trashDays = try integer(key, in: 0...36_500)
+        case "bandwidth-limit":
+            let text: String
+            switch key.value {
+            case .integer(let kibibytes): text = "\(kibibytes)"
+            case .string(let written): text = written
+            default: text = ""
+            }
+            try checkNoControl(text, key)
+            guard let limit = BandwidthLimit.parse(text) else {
+                throw error(key, "bandwidth-limit is a rate of at least 1 KiB/s: a number in KiB/s (500) or with a unit (\"500K\", \"2M\", \"1.5MiB/s\"), or \"off\"")
+            }
+            target.bandwidthLimit = limit
         case "timeout": target.timeout = try integer(key, in: TargetConfig.timeoutRange)
         case "symlinks":
             let text = try string(key)

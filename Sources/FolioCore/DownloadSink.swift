@@ -155,7 +155,24 @@ public final class DownloadSink {
         offset += Int64(byteCount)
         bytesTransferred += Int64(byteCount)
         progress.add(bytes: Int64(byteCount))
+        let wait = progress.pace(byteCount)
+        if wait > .zero { pause(wait) }
     }
+
+    /// Waits out a bandwidth limit's `wait` on this worker's thread (a sink is never used on the cooperative
+    /// pool), in steps of at most 0.1 s so that a stop is not held up by it.
+    private func pause(_ wait: Duration) {
+        let end = ContinuousClock.now + wait
+        while !progress.isCancelled {
+            let left = end - ContinuousClock.now
+            guard left > .zero else { return }
+            let step = min(left, .milliseconds(100))
+            usleep(useconds_t(step.components.seconds * 1_000_000 + step.components.attoseconds / 1_000_000_000_000))
+        }
+    }
+
+    /// The most a source should read at once under the run's bandwidth limit; nil without one.
+    public var largestPacedRead: Int? { progress.largestPacedRead }
 
     /// Whether the file's writes go past the page cache now (direct I/O).
     var writesDirectly: Bool { folio_is_direct_io(fileDescriptor) == 1 }

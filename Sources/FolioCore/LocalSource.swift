@@ -107,9 +107,10 @@ final class LocalConnection: SourceConnection {
         var remaining = entry.size - offset
         var inputOffset = off_t(offset)
         var useKernelCopy = mayReflink || entry.size >= Self.kernelCopyFrom
+        let largestChunk = sink.largestPacedRead ?? 8 << 20
         while remaining > 0 {
             try sink.checkCancellation()
-            let chunk = Int(min(remaining, 8 << 20))
+            let chunk = Int(min(remaining, Int64(largestChunk)))
             if useKernelCopy {
                 let copied = folio_copy_file_range(fd, &inputOffset, sink.fileDescriptor, nil, chunk)
                 if copied > 0 {
@@ -127,7 +128,7 @@ final class LocalConnection: SourceConnection {
             }
             let buffer = self.buffer ?? UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
             self.buffer = buffer
-            let count = pread(fd, buffer.baseAddress, min(buffer.count, Int(remaining)), inputOffset)
+            let count = pread(fd, buffer.baseAddress, min(buffer.count, largestChunk, Int(remaining)), inputOffset)
             if count < 0 {
                 if errno == EINTR { continue }
                 throw fileError(entry.path, errno: errno, doing: "read")

@@ -271,6 +271,7 @@ public struct SyncEngine: Sendable {
         // Downloads, on `transfers` workers.
         if !plan.downloads.isEmpty {
             events.emit(.stage(target: name, stage: .downloading))
+            progress.limitBandwidth(target.bandwidthLimit)
             let outcome = await DownloadStage(target: name, source: source, destination: destination, downloads: plan.downloads,
                                               workers: target.downloadWorkers(roundTrip: source.roundTrip), runID: trashID, progress: progress, events: events,
                                               committer: committer).run()

@@ -38,6 +38,8 @@ public struct TargetConfig: Sendable, Equatable {
     public var exclude: [String] = []
     /// Whether symbolic links on the source are skipped (the default) or followed; HTTP sources ignore it.
     public var symlinks: ListingOptions.SymlinkPolicy = .skip
+    /// The most bytes per second the target's downloads take together; nil: no limit.
+    public var bandwidthLimit: BandwidthLimit?
     /// Seconds a network operation may take before the connection counts as dead.
     public var timeout: Int = 30
     /// The seconds `timeout` may be, in a configuration and for `folio trust --timeout`.
@@ -66,9 +68,11 @@ public struct TargetConfig: Sendable, Equatable {
     }
 
     /// How many downloads run at once: `transfers` when set, else by the source's quickest turn.
+    /// Under a bandwidth limit, at most one per `BandwidthLimit.perTransfer` of it.
     public func downloadWorkers(roundTrip: Duration?) -> Int {
-        if let transfers { return transfers }
-        return Self.isFar(roundTrip: roundTrip) ? Self.farTransfers : Self.nearTransfers
+        let chosen = transfers ?? (Self.isFar(roundTrip: roundTrip) ? Self.farTransfers : Self.nearTransfers)
+        guard let bandwidthLimit else { return chosen }
+        return min(chosen, max(1, Int(bandwidthLimit.bytesPerSecond / BandwidthLimit.perTransfer)))
     }
 
     /// The most downloads `downloadWorkers(roundTrip:)` can ask for, whatever the link: what a source sizes its

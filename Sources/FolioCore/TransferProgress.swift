@@ -9,6 +9,7 @@ public final class TransferProgress: Sendable {
     private let files = Atomic<Int>(0)
     private let cancelled = Atomic<Bool>(false)
     private let active = Mutex<[RelativePath]>([])
+    private let pacer = Mutex<BandwidthPacer?>(nil)
 
     /// Counters at zero, nothing in flight, not cancelled.
     public init() {}
@@ -28,6 +29,24 @@ public final class TransferProgress: Sendable {
     public func fileFinished() { files.add(1, ordering: .relaxed) }
     /// Stops the workers between chunks; partial files stay for the next run to resume.
     public func cancel() { cancelled.store(true, ordering: .relaxed) }
+
+    /// Holds this run's downloads, all together, within `limit` from now on (nil: no limit).
+    public func limitBandwidth(_ limit: BandwidthLimit?) {
+        pacer.withLock { $0 = limit.map { BandwidthPacer($0, now: .now) } }
+    }
+
+    /// Under a bandwidth limit, the most a source should read at once (a tenth of a second of the limit, at least
+    /// 16 KiB), so that the run's traffic stays smooth rather than bursts of a whole read-ahead at full speed; nil
+    /// without a limit.
+    public var largestPacedRead: Int? {
+        pacer.withLock { pacer in pacer.map { max(16 << 10, Int($0.bytesPerSecond / 10)) } }
+    }
+
+    /// Charges `count` bytes just received to the run's bandwidth limit: how long their worker waits before it
+    /// reads on (zero without a limit).
+    func pace(_ count: Int) -> Duration {
+        pacer.withLock { pacer in pacer == nil ? .zero : pacer!.charge(count, at: .now) }
+    }
 
     func started(_ path: RelativePath) { active.withLock { $0.append(path) } }
     func ended(_ path: RelativePath) {

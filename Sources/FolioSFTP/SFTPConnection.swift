@@ -74,7 +74,7 @@ final class SFTPConnection: SourceConnection {
         } catch {
             throw session.sourceError(error, doing: "opening", remote: remote, path: entry.path)
         }
-        let readSize = fastestOpen < Self.nearRoundTrip ? Self.nearReadSize : buffer.count
+        let readSize = min(fastestOpen < Self.nearRoundTrip ? Self.nearReadSize : buffer.count, sink.largestPacedRead ?? .max)
         defer { session.closeLater(handle) }
         if offset > 0 { session.seek(handle, to: offset) }
         var remaining = entry.size - offset

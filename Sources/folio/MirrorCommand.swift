@@ -25,6 +25,7 @@ struct MirrorCommand: AsyncParsableCommand {
     @Option(name: .long, parsing: .unconditional, help: "Seconds a network operation may take.") var timeout: Int = 30
     @Option(name: .long, parsing: .unconditional, help: "Most entries a run may remove: a count or a percentage like 50%.") var maxDelete: String = "50%"
     @Option(name: .long, parsing: .unconditional, help: "Days to keep removed files in DEST/.folio/trash (0 deletes them).") var trashDays: Int = 30
+    @Option(name: .long, help: "Most bytes per second for all downloads together: KiB/s (500), or 500K, 2M, 1.5MiB/s.") var bwlimit: String?
     @Option(name: .long, help: "Leave out matching entries (repeatable glob).") var exclude: [String] = []
     @Option(name: .long, help: "Symbolic links on the source: skip or follow (inside the source only).") var symlinks: String = "skip"
     @Option(name: .long, help: "SFTP: private key file (ed25519 or ECDSA).") var identity: String?
@@ -89,6 +90,12 @@ struct MirrorCommand: AsyncParsableCommand {
         toml += "timeout = \(timeout)\ntrash-days = \(trashDays)\nsymlinks = \(quoted(symlinks))\n"
         toml += Int(maxDelete).map { "max-delete = \($0)\n" } ?? "max-delete = \(quoted(maxDelete))\n"
         toml += "exclude = [\(exclude.map(quoted).joined(separator: ", "))]\n"
+        if let bwlimit {
+            guard BandwidthLimit.parse(bwlimit) != nil else {
+                throw CLIError.usage("--bwlimit \(quoted(bwlimit)) is not a rate of at least 1 KiB/s; write a number in KiB/s (500) or one with a unit (500K, 2M, 1.5MiB/s)")
+            }
+            toml += "bandwidth-limit = \(quoted(bwlimit))\n"
+        }
         var sourceKeys: [String] = []
         func add(_ key: String, _ value: String) {
             toml += "\(key) = \(value)\n"

@@ -544,6 +544,24 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: work.path("kept/.folio/lock")), "a folder folio did not make is left as it was")
     }
 
+    /// `--bwlimit` holds a local copy to its rate (a NAS share mounted here is a network link too), the file
+    /// arrives exact, and a limit that is not one is a usage error. A lower bound on the time only: noise cannot
+    /// make it fail, and without the limit the copy takes milliseconds.
+    func testABandwidthLimitHoldsALocalCopyToItsRate() throws {
+        let content = FixtureTree.bytes(count: 96 << 10, seed: 3)
+        FixtureTree.write(work.path("src"), "big.bin", content)
+        let started = ContinuousClock.now
+        let paced = FolioBinary.run(["mirror", "--bwlimit", "32K", work.path("src"), work.path("dst")], environment: environment)
+        let took = ContinuousClock.now - started
+        XCTAssertEqual(paced.status, 0, paced.stderr)
+        XCTAssertEqual(FixtureTree.read(work.path("dst/big.bin")), content)
+        XCTAssertGreaterThanOrEqual(took, .milliseconds(2_500), "96 KiB at 32 KiB/s take 3 s")
+
+        let wrong = FolioBinary.run(["mirror", "--bwlimit", "fast", work.path("src"), work.path("dst")], environment: environment)
+        XCTAssertEqual(wrong.status, 2)
+        XCTAssertEqual(wrong.stderrLines, ["folio: --bwlimit \"fast\" is not a rate of at least 1 KiB/s; write a number in KiB/s (500) or one with a unit (500K, 2M, 1.5MiB/s)"])
+    }
+
     /// A destination that holds nothing of the runs the state database remembers is a drive that is not mounted:
     /// whether the destination is the drive's mountpoint (left an empty folder) or a folder on it (then missing),
     /// the run is refused, exit 4, leaves nothing behind on the disk beneath, and mirrors again once the drive is

@@ -20,6 +20,7 @@ final class ConfigTests: XCTestCase {
             transfers = 8
             max-delete = 100
             interval = "2h"
+            bandwidth-limit = "2M"
 
             [[target]]
             name = "music"
@@ -38,7 +39,10 @@ final class ConfigTests: XCTestCase {
             webdav = false
             requests-per-second = 2.5
             connections = 4
+            bandwidth-limit = "off"
             """, file: "f.toml")
+        XCTAssertEqual(config.targets[0].bandwidthLimit, BandwidthLimit(bytesPerSecond: 2 << 20), "the default")
+        XCTAssertNil(config.targets[1].bandwidthLimit, "lifted by the target")
         XCTAssertEqual(config.stateDirectory, "/var/lib/folio-test")
         XCTAssertEqual(config.targets[0].transfers, 8)
         XCTAssertEqual(config.targets[0].maxDelete, .count(100))
@@ -84,6 +88,8 @@ final class ConfigTests: XCTestCase {
             ("[[target]]\nname = \"a\"\n", "f.toml:1: this [[target]] has no source; add source = \"…\""),
             (base + "destination2 = \n", "f.toml:5: expected a value"),
             ("[target]\n", "f.toml:1: unknown table [target]; targets are written [[target]]"),
+            (base + "bandwidth-limit = \"fast\"\n", "f.toml:5: bandwidth-limit is a rate of at least 1 KiB/s: a number in KiB/s (500) or with a unit (\"500K\", \"2M\", \"1.5MiB/s\"), or \"off\""),
+            (base + "bandwidth-limit = 0\n", "f.toml:5: bandwidth-limit is a rate of at least 1 KiB/s: a number in KiB/s (500) or with a unit (\"500K\", \"2M\", \"1.5MiB/s\"), or \"off\""),
             ("[target.photos]\nsource = \"/x\"\n", "f.toml:1: targets are written [[target]] with name = \"…\" inside, not [target.NAME]"),
             ("[defaults.x]\n", "f.toml:1: dotted table names ([defaults.…]) are not used in this file"),
             ("name = \"x\"\n", "f.toml:1: name belongs in a [[target]] table"),

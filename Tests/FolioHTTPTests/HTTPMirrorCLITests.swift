@@ -57,6 +57,22 @@ final class HTTPMirrorCLITests: XCTestCase {
         }
     }
 
+    /// `--bwlimit` holds a WebDAV download to its rate (the wait is inside curl's write callback, which must not
+    /// trip the stall check), and the file arrives exact. Why a lower bound on the time only: a busy machine makes
+    /// a run slower, never faster, so this cannot fail from noise; without the limit the file takes milliseconds.
+    func testABandwidthLimitHoldsAWebDAVDownloadToItsRate() throws {
+        let server = try NginxServer()
+        let content = FixtureTree.bytes(count: 96 << 10, seed: 11)
+        FixtureTree.write(server.servedRoot, "paced/big.bin", content)
+        let scratch = TemporaryDirectory("cli-bwlimit")
+        let started = ContinuousClock.now
+        let outcome = mirror(server.url("dav", "paced"), scratch, ["--bwlimit", "32K", "--timeout", "2"])
+        let took = ContinuousClock.now - started
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        XCTAssertEqual(FixtureTree.read(scratch.path("dest/big.bin")), content)
+        XCTAssertGreaterThanOrEqual(took, .milliseconds(2_500), "96 KiB at 32 KiB/s take 3 s")
+    }
+
     /// `webdav = "auto"` against a plain server: the first run's PROPFIND finds no WebDAV and the run reads the
     /// index pages; the run's memo keeps that, so the re-run reads them at once, with no PROPFIND, and downloads
     /// nothing.

@@ -67,6 +67,21 @@ final class SFTPEndToEndTests: XCTestCase {
         XCTAssertEqual(again.events.last?["downloaded"] as? Int, 0, again.stdout)
     }
 
+    /// `--bwlimit` holds the run's downloads together to the rate, over the tar batch and SFTP alike, and the files
+    /// arrive exact. A lower bound on the time only (see `HTTPMirrorCLITests`): noise cannot make it fail.
+    func testABandwidthLimitHoldsTheRunToItsRate() throws {
+        let server = try SSHServer()
+        writeSmallFilesAndALargeOne()
+        let started = ContinuousClock.now
+        let outcome = FolioBinary.run(mirror(server, work.path("src"), extra: ["--bwlimit", "100"]), environment: environment)
+        let took = ContinuousClock.now - started
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        for path in ["a #1.txt", "a/notes.txt", "z.bin"] {
+            XCTAssertEqual(FixtureTree.read(work.path("dst/" + path)), FixtureTree.read(work.path("src/" + path)), path)
+        }
+        XCTAssertGreaterThanOrEqual(took, .milliseconds(2_500), "300 KiB at 100 KiB/s take 3 s")
+    }
+
     /// 300 small files (600 KB) come in one tar batch from the tar the listing's command left waiting: one login
     /// and one command in all; byte- and nanosecond-exact; an edit comes too.
     func testSmallFilesComeInBatchesAndTheMirrorIsExact() throws {
