@@ -1,3 +1,6 @@
+import Foundation
+import Glibc
+
 /// One `[[target]]`: a source mirrored into a destination, and how.
 public struct TargetConfig: Sendable, Equatable {
     /// Which triggers run a target.
@@ -85,13 +88,65 @@ public struct TargetConfig: Sendable, Equatable {
     public func sourceOverlapOnDisk() -> String? {
         guard case .local(let path)? = try? SourceLocation(parsing: source).kind else { return nil }
         let realSource = PathText.real(path), realDestination = PathText.real(destination)
+        if realDestination == realSource {
+            return "destination \(destination) is its source \(path) (both are \(realSource)); choose a destination outside it"
+        }
         if PathText.isWithin(realDestination, realSource) {
             return "destination \(destination) is inside its source \(path) (both are in \(realSource)); choose a destination outside it"
         }
         if PathText.isWithin(realSource, realDestination) {
             return "source \(path) is inside its destination \(destination) (both are in \(realDestination)); choose a destination outside it"
         }
+        // A bind mount passes the check above: one folder under two real paths. Walked up by "..", the folders'
+        // device and inode numbers tell. Why it matters: a run into its own source would move the source's
+        // skipped entries (links, FIFOs) to the trash as "local files folio did not write".
+        guard let sourceFolder = Self.identity(of: realSource) else { return nil }
+        let destinationFolder = Self.identity(of: realDestination)
+        if let destinationFolder, destinationFolder == sourceFolder {
+            return "destination \(destination) is its source \(path), the same folder reached another way (a bind mount?); choose a destination outside it"
+        }
+        if Self.ancestors(of: Self.nearestExisting(realDestination)).contains(sourceFolder) {
+            return "destination \(destination) is inside its source \(path) on disk (through a bind mount?); choose a destination outside it"
+        }
+        if let destinationFolder, Self.ancestors(of: realSource).contains(destinationFolder) {
+            return "source \(path) is inside its destination \(destination) on disk (through a bind mount?); choose a destination outside it"
+        }
         return nil
+    }
+
+    /// The folder at `path`'s device and inode; nil when there is none.
+    private static func identity(of path: String) -> DirectoryIdentity? {
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else { return nil }
+        return DirectoryIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+    }
+
+    /// `path`, or the nearest folder above it that exists: where a destination not made yet will be made.
+    private static func nearestExisting(_ path: String) -> String {
+        var current = path
+        while identity(of: current) == nil, current != "/", !current.isEmpty {
+            current = (current as NSString).deletingLastPathComponent
+        }
+        return current
+    }
+
+    /// The folders above `path` (not `path` itself), found by "..": through a bind mount's root, ".." leads to
+    /// the folder holding its mountpoint, so a path inside a bind mount of X has X among them.
+    private static func ancestors(of path: String) -> [DirectoryIdentity] {
+        var fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        var found: [DirectoryIdentity] = []
+        var last = fd >= 0 ? TreeWalker.identity(of: fd) : nil
+        // Bounded: a path has fewer than PATH_MAX / 2 components.
+        while fd >= 0, found.count < Int(PATH_MAX) / 2 {
+            let parent = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            close(fd)
+            fd = parent
+            guard fd >= 0, let identity = TreeWalker.identity(of: fd), identity != last else { break }
+            found.append(identity)
+            last = identity
+        }
+        if fd >= 0 { close(fd) }
+        return found
     }
 
     /// A target with these three and the defaults for everything else.

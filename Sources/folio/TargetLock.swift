@@ -75,9 +75,29 @@ final class TargetLock: Sendable {
             let note = "\(getpid()) \(Int(Date().timeIntervalSince1970)) \(target.name)\n"
             ftruncate(opened.fd, 0)
             _ = note.withCString { pwrite(opened.fd, $0, strlen($0), 0) }
+            if let source = sourceFolderHolding(note, target: target) {
+                close(opened.fd)
+                // What taking the lock made is in the source: take it away.
+                if opened.madeFolioFolder, unlink(file) == 0 { rmdir(target.destination + "/.folio") }
+                throw .io("destination \(target.destination) is its source \(source), the same folder under another name (a filesystem that ignores case, a second mount?); choose a destination outside it")
+            }
             return TargetLock(fd: opened.fd, destination: target.destination, madeDestination: opened.madeDestination,
                               madeFolioFolder: opened.madeFolioFolder)
         }
+    }
+
+    /// A local source whose `.folio/lock` holds the note this run just wrote in its destination's: the two are
+    /// one folder under names that no path or inode check can match (exFAT through FUSE gives each spelling of a
+    /// name its own inode). Why it matters: a run into its own source would move the source's skipped entries
+    /// to the trash. The source's path; nil when they differ.
+    private static func sourceFolderHolding(_ note: String, target: TargetConfig) -> String? {
+        guard case .local(let source)? = try? SourceLocation(parsing: target.source).kind else { return nil }
+        let fd = open(source + "/.folio/lock", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 4_096)
+        let count = pread(fd, &buffer, buffer.count, 0)
+        return count > 0 && buffer.prefix(count).elementsEqual(note.utf8) ? source : nil
     }
 
     /// Takes the `flock` on `fd` (closing it on failure), waiting for the holder when `wait` is set.

@@ -355,6 +355,46 @@ final class MirrorEndToEndTests: XCTestCase {
         }
     }
 
+    /// A destination that is its source, or inside it, through a bind mount (which no path check sees) is refused
+    /// before anything is written: the source keeps its link and FIFO, and gets no `.folio`. Run into itself, the
+    /// run moved them to the trash as local files folio did not write.
+    func testADestinationThatIsItsSourceThroughABindMountIsRefused() throws {
+        guard getuid() == 0 else { throw XCTSkip("a bind mount needs root") }
+        FixtureTree.write(work.path("src"), "sub/a.txt", "a")
+        XCTAssertEqual(symlink("sub/a.txt", work.path("src/link")), 0)
+        XCTAssertEqual(mkfifo(work.path("src/pipe"), 0o644), 0)
+        FixtureTree.makeFolder(work.path(""), "alias")
+        do { try LoopbackServer.run("mount", ["--bind", work.path("src"), work.path("alias")]) } catch {
+            throw XCTSkip("cannot bind-mount here: \(error)")
+        }
+        defer { _ = try? LoopbackServer.run("umount", ["--lazy", work.path("alias")]) }
+        let same = FolioBinary.run(["mirror", work.path("src"), work.path("alias")], environment: environment)
+        XCTAssertEqual(same.status, 2, same.stdout)
+        XCTAssertEqual(same.stderrLines, ["folio: destination \(work.path("alias")) is its source \(work.path("src")), the same folder reached another way (a bind mount?); choose a destination outside it"])
+        let inside = FolioBinary.run(["mirror", work.path("src"), work.path("alias/sub/deeper")], environment: environment)
+        XCTAssertEqual(inside.status, 2, inside.stdout)
+        XCTAssertEqual(inside.stderrLines, ["folio: destination \(work.path("alias/sub/deeper")) is inside its source \(work.path("src")) on disk (through a bind mount?); choose a destination outside it"])
+        let around = FolioBinary.run(["mirror", work.path("alias/sub"), work.path("src")], environment: environment)
+        XCTAssertEqual(around.status, 2, around.stdout)
+        XCTAssertEqual(around.stderrLines, ["folio: source \(work.path("alias/sub")) is inside its destination \(work.path("src")) on disk (through a bind mount?); choose a destination outside it"])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: work.path("src")).sorted(), ["link", "pipe", "sub"])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: work.path("src/sub")), ["a.txt"])
+    }
+
+    /// On exFAT through FUSE, `Music` and `music` are one folder with two inode numbers: no path or inode check
+    /// can tell, but the lock's note, read back through the source's spelling, does. The run is refused and the
+    /// source keeps no `.folio`.
+    func testADestinationThatIsItsSourceUnderAnotherCaseIsRefused() throws {
+        let image = try MountedImage(in: work, megabytes: 32, mkfs: ["mkfs.exfat"], mounting: .fuse(helper: "mount.exfat-fuse"))
+        defer { try? image.unmount() }
+        let mount = image.mountPoint
+        FixtureTree.write(mount, "Music/a.txt", "a")
+        let outcome = FolioBinary.run(["mirror", mount + "/Music", mount + "/music"], environment: environment)
+        XCTAssertEqual(outcome.status, 1, outcome.stdout)
+        XCTAssertEqual(outcome.stderrLines, ["mirror:\(mount)/music: failed: destination \(mount)/music is its source \(mount)/Music, the same folder under another name (a filesystem that ignores case, a second mount?); choose a destination outside it"])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mount + "/Music"), ["a.txt"])
+    }
+
     /// A dry run counts the local files the run would set aside, as the run then does: the same `trashed` and
     /// `local_changes` in JSON, and a line in the future tense.
     func testADryRunCountsTheLocalFilesTheRunWouldSetAside() throws {
