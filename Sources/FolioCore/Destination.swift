@@ -133,6 +133,12 @@ public final class Destination: Sendable {
         return fstatat(folio, "partial", &info, AT_SYMLINK_NOFOLLOW) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
     }
 
+    /// The refusal of a run into a destination that holds nothing of the `remembered` entries earlier runs left
+    /// there (see `showsEarlierRuns`).
+    public static func notMountedRefusal(_ path: String, remembered: Int) -> String {
+        "destination \(path) holds nothing of folio's earlier runs (they left \(remembered == 1 ? "1 entry" : "\(remembered) entries") and .folio/partial there): is its drive mounted? nothing was changed; if the folder was emptied on purpose, run with --force to mirror into it anew"
+    }
+
     /// Takes away the `.folio` folder a run made in a destination that holds nothing else, and with
     /// `includingDestination` the destination folder too: a mistyped source, an unreachable server or a drive
     /// that is not mounted must not leave a new, empty folder behind. Only empty folders go (never a file but the

@@ -21,7 +21,8 @@ public protocol StateStore: Sendable {
     /// and a restarted daemon tries the target again soon. Why not `beginRun` and `finishRun`: it is written
     /// without the folder's lock, so it must leave alone another process's run under way (which `beginRun`
     /// closes as interrupted), the target's record and its source digest.
-    func recordFailedStart(target: String, trigger: TargetConfig.Trigger, at startedAt: Date, error: String) throws
+    /// `refused`: a safety guard stopped it (recorded as refused, not failed).
+    func recordFailedStart(target: String, trigger: TargetConfig.Trigger, at startedAt: Date, error: String, refused: Bool) throws
     /// Ends a run; `sourceDigest` is set only for a complete, successful run (else the stored one is cleared).
     /// A `listingMemo` replaces the stored one; nil keeps it. Without `keepingChangesForHook` (the target has no
     /// `on-change` hook any more), the paths kept for the target's hook are forgotten.

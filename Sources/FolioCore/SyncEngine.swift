@@ -122,7 +122,7 @@ public struct SyncEngine: Sendable {
             let remembered = try state.recordedEntryCount(of: name, in: target.destination)
             if remembered > 0 {
                 report.result = .refused
-                report.error = "destination \(target.destination) holds nothing of folio's earlier runs (they left \(remembered == 1 ? "1 entry" : "\(remembered) entries") and .folio/partial there): is its drive mounted? nothing was changed; if the folder was emptied on purpose, run with --force to mirror into it anew"
+                report.error = Destination.notMountedRefusal(target.destination, remembered: remembered)
                 return 0
             }
         }

@@ -270,11 +270,12 @@ public final class StateDatabase: StateStore, Sendable {
     }
 
     /// Adds a finished `failed` run that ended as it started, leaving the target's record and other runs alone.
-    public func recordFailedStart(target: String, trigger: TargetConfig.Trigger, at startedAt: Date, error: String) throws {
+    public func recordFailedStart(target: String, trigger: TargetConfig.Trigger, at startedAt: Date, error: String, refused: Bool = false) throws {
         try perform {
             try queue.write { db in
-                try db.execute(sql: "INSERT INTO run (target, trigger, started_at, ended_at, result, error, pid) VALUES (?, ?, ?, ?, 'failed', ?, ?)",
-                               arguments: [target, trigger.rawValue, startedAt.timeIntervalSince1970, startedAt.timeIntervalSince1970, error, getpid()])
+                try db.execute(sql: "INSERT INTO run (target, trigger, started_at, ended_at, result, error, pid) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               arguments: [target, trigger.rawValue, startedAt.timeIntervalSince1970, startedAt.timeIntervalSince1970,
+                                           (refused ? RunReport.Result.refused : .failed).rawValue, error, getpid()])
             }
         }
     }

@@ -81,20 +81,21 @@ struct RunCoordinator {
         let wait = waitForLock
         let reporter = self.reporter
         // A dry run writes nothing, so it needs no lock (and must not make the destination to hold one).
-        let dryRun = options.dryRun
+        let dryRun = options.dryRun, force = options.force, state = engine.state
         // flock blocks: off the cooperative pool.
         let lock = await Blocking.run {
             Result { () throws(TargetLock.Failure) -> TargetLock? in
                 if dryRun { return nil }
                 return try TargetLock.acquire(target, wait: wait, waiting: { holder in
                     reporter.note("\(holder); waiting (use --no-wait to give up instead)", target: target.name)
-                }, stopped: { stopper.isStopped })
+                }, stopped: { stopper.isStopped }, remembered: { force ? 0 : (try? state.recordedEntryCount(of: target.name, in: target.destination)) ?? 0 })
             }
         }
         switch lock {
         case .failure(.stopped): return failed(target, TargetLock.Failure.stopped.message, result: .interrupted, began: began)
         // Another run holds the folder (--no-wait): its run is what status should show, not this one's giving up.
         case .failure(.busy(let holder)): return failed(target, holder, began: began)
+        case .failure(.refused(let message)): return await failedToStart(target, message, engine: engine, began: began, refused: true)
         case .failure(let failure): return await failedToStart(target, failure.message, engine: engine, began: began)
         case .success(let held):
             let progress = TransferProgress()
@@ -124,16 +125,16 @@ struct RunCoordinator {
 
     /// A run that failed before the engine started it, recorded like any run (see `StateStore.recordFailedStart`),
     /// except in a dry run, which records nothing.
-    private func failedToStart(_ target: TargetConfig, _ message: String, engine: SyncEngine, began: Date) async -> RunReport {
+    private func failedToStart(_ target: TargetConfig, _ message: String, engine: SyncEngine, began: Date, refused: Bool = false) async -> RunReport {
         var report = RunReport(target: target.name)
-        report.result = .failed
+        report.result = refused ? .refused : .failed
         report.error = message
         report.startedAt = began
         report.seconds = Date().timeIntervalSince(began)
         if !options.dryRun {
             let reporter = self.reporter, trigger = options.trigger
             await Blocking.run { [report] in
-                do { try engine.state.recordFailedStart(target: target.name, trigger: trigger, at: report.startedAt, error: message) } catch {
+                do { try engine.state.recordFailedStart(target: target.name, trigger: trigger, at: report.startedAt, error: message, refused: refused) } catch {
                     reporter.note("cannot record the failed run for folio status: \(error)")
                 }
             }

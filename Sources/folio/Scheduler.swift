@@ -249,14 +249,17 @@ actor Scheduler: Service {
             return .ran(await failedToStart(target, "\(error)", code: (error as? SourceError)?.code))
         }
         // open and flock: off the cooperative pool. Never waits: a busy target is retried later.
+        let state = engine.state
         let lock = await Blocking.run {
             Result { () throws(TargetLock.Failure) -> TargetLock in
-                try TargetLock.acquire(target, wait: false, waiting: { _ in })
+                try TargetLock.acquire(target, wait: false, waiting: { _ in }, remembered: { (try? state.recordedEntryCount(of: target.name, in: target.destination)) ?? 0 })
             }
         }
         switch lock {
         case .failure(.busy(let holder)):
             return .busy(holder)
+        case .failure(.refused(let message)):
+            return .ran(await failedToStart(target, message, refused: true))
         case .failure(let failure):
             return .ran(await failedToStart(target, failure.message))
         case .success(let held):
@@ -272,15 +275,15 @@ actor Scheduler: Service {
         }
     }
 
-    private nonisolated func failedToStart(_ target: TargetConfig, _ message: String, code: SourceError.Code? = nil) async -> RunReport {
+    private nonisolated func failedToStart(_ target: TargetConfig, _ message: String, code: SourceError.Code? = nil, refused: Bool = false) async -> RunReport {
         var report = RunReport(target: target.name)
-        report.result = .failed
+        report.result = refused ? .refused : .failed
         report.error = message
         report.errorCode = code
         reporter.emit(.started(target: target.name, source: target.source, destination: target.destination, trigger: .automatic))
         let engine = self.engine, reporter = self.reporter
         await Blocking.run { [report] in
-            do { try engine.state.recordFailedStart(target: target.name, trigger: .automatic, at: report.startedAt, error: message) } catch {
+            do { try engine.state.recordFailedStart(target: target.name, trigger: .automatic, at: report.startedAt, error: message, refused: refused) } catch {
                 reporter.logger.warning("cannot record the failed run for folio status: \(error)")
             }
         }

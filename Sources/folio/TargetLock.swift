@@ -24,6 +24,8 @@ final class TargetLock: Sendable {
     enum Failure: Error {
         case busy(String)
         case io(String)
+        /// A safety guard: the destination is missing where earlier runs left files (`notMountedRefusal`).
+        case refused(String)
         /// A stop (SIGINT, SIGTERM) came while waiting.
         case stopped
 
@@ -31,7 +33,7 @@ final class TargetLock: Sendable {
         var message: String {
             switch self {
             case .busy(let holder): holder
-            case .io(let message): message
+            case .io(let message), .refused(let message): message
             case .stopped: "stopped while waiting for the other run"
             }
         }
@@ -52,9 +54,18 @@ final class TargetLock: Sendable {
     /// Takes the lock for `target`'s destination; with `wait`, waits until the holder is done (calling `waiting`
     /// once with who holds it), polling so that `stopped` can end the wait. Blocking: call it off the
     /// cooperative pool.
-    static func acquire(_ target: TargetConfig, wait: Bool, waiting: (String) -> Void,
-                        stopped: () -> Bool = { false }) throws(Failure) -> TargetLock {
+    ///
+    /// A destination that does not exist is made (with the folders above it), unless `remembered` (asked only
+    /// then) says earlier runs left entries there: that destination is on a drive that is not mounted, and
+    /// making it would fill the disk beneath, or leave a folder where a desktop's automounter (udisks) makes
+    /// the drive's mountpoint, so that the drive then mounts elsewhere.
+    static func acquire(_ target: TargetConfig, wait: Bool, waiting: (String) -> Void, stopped: () -> Bool = { false },
+                        remembered: () -> Int = { 0 }) throws(Failure) -> TargetLock {
         let file = target.destination + "/.folio/lock"
+        if access(target.destination, F_OK) != 0, errno == ENOENT {
+            let count = remembered()
+            if count > 0 { throw .refused(Destination.notMountedRefusal(target.destination, remembered: count)) }
+        }
         var attempt = 0
         while true {
             attempt += 1

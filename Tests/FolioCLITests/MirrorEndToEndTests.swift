@@ -603,13 +603,14 @@ final class MirrorEndToEndTests: XCTestCase {
     }
 
     /// A destination that holds nothing of the runs the state database remembers is a drive that is not mounted:
-    /// whether the destination is the drive's mountpoint (left an empty folder) or a folder on it (then missing),
-    /// the run is refused, exit 4, leaves nothing behind on the disk beneath, and mirrors again once the drive is
-    /// back; `--force` mirrors into the folder anew.
+    /// whether the destination is the drive's mountpoint (left an empty folder) or a folder on it (then missing,
+    /// with the folders above it), the run is refused, exit 4, leaves nothing behind on the disk beneath (not
+    /// even the folders above, where an automounter would make the mountpoint), and mirrors again once the drive
+    /// is back; `--force` mirrors into the folder anew.
     func testADestinationHoldingNothingOfEarlierRunsIsRefusedAsNotMounted() throws {
         FixtureTree.write(work.path("src"), "a.txt", "a")
         FixtureTree.write(work.path("src"), "sub/b.txt", "b")
-        for destination in ["usb", "usb/media"] {
+        for destination in ["usb", "usb/media", "usb/deep/media"] {
             let path = work.path(destination)
             let first = FolioBinary.run(["mirror", work.path("src"), path], environment: environment)
             XCTAssertEqual(first.status, 0, first.stderr)

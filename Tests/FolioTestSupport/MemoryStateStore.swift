@@ -44,8 +44,8 @@ public final class MemoryStateStore: StateStore, Sendable {
         }
     }
 
-    public func recordFailedStart(target: String, trigger: TargetConfig.Trigger, at startedAt: Date, error: String) throws {
-        storage.withLock { $0.runs.append((target, .failed)) }
+    public func recordFailedStart(target: String, trigger: TargetConfig.Trigger, at startedAt: Date, error: String, refused: Bool) throws {
+        storage.withLock { $0.runs.append((target, refused ? .refused : .failed)) }
     }
 
     public func commit(target: String, upserts: [RecordedEntry], removedSubtrees: [RelativePath]) throws {
