@@ -790,7 +790,11 @@ public final class Destination: Sendable {
         let fix: String
         switch code {
         case ENOSPC, EDQUOT: fix = "; free some space on the destination's disk"
-        case EACCES, EPERM: fix = "; make the destination writable by the user running folio"
+        case EACCES: fix = "; make the destination writable by the user running folio"
+        // EPERM where permissions allow: the file's owner alone may set its time (or, in a sticky folder, remove
+        // it), and nobody may change an immutable one, root included.
+        case EPERM where getuid() == 0: fix = "; it is immutable or append-only (lsattr shows it; chattr -i or chattr -a lifts it)"
+        case EPERM: fix = "; it belongs to another user or is immutable: give it to the user running folio (chown), or see lsattr"
         case EROFS: fix = "; the destination's filesystem is mounted read-only"
         case ENOTDIR: fix = "; a file or a link stands where a folder should be: move it aside"
         case EXDEV:

@@ -222,6 +222,15 @@ public struct SyncEngine: Sendable {
         let trashID = target.trashDays > 0 ? Destination.runID(at: report.startedAt, suffix: "-" + String(UInt32.random(in: 0...UInt32.max), radix: 36)) : nil
         report.trashFolder = trashID.map { "\(target.destination)/.folio/trash/\($0)" }
 
+        // Before anything is written: earlier runs' trash past `trash-days` and partial files no download of this
+        // run resumes go first, so that a destination left full by a run that failed (a file too big for it, a
+        // trash kept too long) has that room again. Blocking: off the cooperative pool.
+        let resumable = Set(plan.downloads.map { Destination.partialName(for: $0.entry) })
+        tell(await Blocking.run {
+            destination.removePartials(keeping: resumable)
+            return destination.purgeTrash(olderThan: target.trashDays)
+        }, target: target)
+
         // Removals: deepest first, each a whole subtree, to the trash.
         if !plan.removals.isEmpty { events.emit(.stage(target: name, stage: .removing)) }
         // Kept for the hook before they change (a flush: off the cooperative pool), as installs are by the installer.
@@ -232,8 +241,7 @@ public struct SyncEngine: Sendable {
             try Self.checkStopped(progress)
             if let removalsHeld {
                 failedRemovals.append(removal.item.path)
-                report.failures.append((removal.item.path, removalsHeld))
-                events.emit(.fileFailed(target: name, path: removal.item.path, message: removalsHeld))
+                failed(removal.item.path, removalsHeld, target: name, report: &report)
                 continue
             }
             do {
@@ -247,8 +255,7 @@ public struct SyncEngine: Sendable {
                 }
             } catch {
                 failedRemovals.append(removal.item.path)
-                report.failures.append((removal.item.path, error.message))
-                events.emit(.fileFailed(target: name, path: removal.item.path, message: error.message))
+                failed(removal.item.path, error.message, target: name, report: &report)
             }
         }
         for path in plan.recordDeletions where !failedRemovals.contains(where: { path.isWithin($0) }) {
@@ -263,8 +270,7 @@ public struct SyncEngine: Sendable {
                 try destination.createFolder(folder.path)
                 report.createdFolders += 1
             } catch {
-                report.failures.append((folder.path, error.message))
-                events.emit(.fileFailed(target: name, path: folder.path, message: error.message))
+                failed(folder.path, error.message, target: name, report: &report)
             }
         }
 
@@ -298,7 +304,7 @@ public struct SyncEngine: Sendable {
         let retimesHeld = retimedPaths.isEmpty ? nil : await Blocking.run { committer.keepForHook(retimedPaths) }
         for (entry, local) in plan.mtimeFixes {
             if let retimesHeld {
-                report.failures.append((entry.path, retimesHeld))
+                failed(entry.path, retimesHeld, target: name, report: &report)
                 continue
             }
             do {
@@ -309,11 +315,11 @@ public struct SyncEngine: Sendable {
                 report.updated += 1
                 report.changedPaths.append(entry.path)
             } catch {
-                report.failures.append((entry.path, error.message))
+                failed(entry.path, error.message, target: name, report: &report)
             }
         }
         for folder in plan.folderTimes {
-            do { try destination.setMtime(folder.path, folder.mtime) } catch { report.failures.append((folder.path, error.message)) }
+            do { try destination.setMtime(folder.path, folder.mtime) } catch { failed(folder.path, error.message, target: name, report: &report) }
         }
         // Folders created or retimed are recorded as they are now (their inode tells a later run they are Folio's).
         var recordedFolders = Set<RelativePath>()
@@ -325,9 +331,14 @@ public struct SyncEngine: Sendable {
         for update in plan.recordUpdates { committer.add(update) }
         await Blocking.run { committer.flush() }
         if let error = committer.error { throw StateError(error) }
-        // Removing whole trees blocks: off the cooperative pool.
-        tell(await Blocking.run { destination.purgeTrash(olderThan: target.trashDays) }, target: target)
         report.result = .synced
+    }
+
+    /// Counts a path that failed and says so, as a line of its own (`file-failed` in JSON): a failure only
+    /// counted would show in the summary's number with no line naming it.
+    private func failed(_ path: RelativePath, _ message: String, target: String, report: inout RunReport) {
+        report.failures.append((path, message))
+        events.emit(.fileFailed(target: target, path: path, message: message))
     }
 
     /// Says what a purge of the trash did, if anything: emptied earlier runs' trash, and what it could not.

@@ -440,6 +440,26 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertTrue(outcome.stdoutLines.contains { $0.hasPrefix("\(target): 14 failed, retried next run; first: ") }, outcome.stdout)
     }
 
+    /// A folder whose time cannot be set (it belongs to another user) is a failure with a line of its own, as a
+    /// file's is: it was counted in the summary with no line naming it, and no `file-failed` event.
+    func testAFolderTimeThatCannotBeSetHasALineOfItsOwn() throws {
+        guard getuid() == 0 else { throw XCTSkip("handing a folder to root needs root") }
+        FixtureTree.write(work.path("src"), "d/f.txt", "f")
+        FixtureTree.makeFolder(work.path("dst"), "")
+        chmod(work.path("state"), 0o777)
+        _ = try? LoopbackServer.run("chmod", ["-R", "a+rwX", work.path("dst")])
+        let first = FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment, unprivileged: true)
+        XCTAssertEqual(first.status, 0, first.stderr)
+        XCTAssertEqual(chown(work.path("dst/d"), 0, 0), 0)
+        FixtureTree.setMtime(work.path("src/d"), (1_000_000_000, 0))
+        let outcome = FolioBinary.run(["mirror", "--json", work.path("src"), work.path("dst")], environment: environment, unprivileged: true)
+        XCTAssertEqual(outcome.status, 3, outcome.stderr)
+        let failed = outcome.events.filter { $0["event"] as? String == "file-failed" }
+        XCTAssertEqual(failed.map { $0["path"] as? String }, ["d"], outcome.stdout)
+        XCTAssertEqual(outcome.events.last?["failed"] as? Int, 1, outcome.stdout)
+        XCTAssertEqual(failed.first?["message"] as? String, "cannot set the time of \(work.path("dst"))/d: Operation not permitted; it belongs to another user or is immutable: give it to the user running folio (chown), or see lsattr")
+    }
+
     /// Emptying earlier runs' trash is said, not done without a word: here by lowering trash-days to 0.
     func testEmptyingTheTrashIsSaid() throws {
         FixtureTree.write(work.path("src"), "a.txt", "one")
@@ -732,6 +752,25 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(outcome.status, 1)
         XCTAssertEqual(outcome.stderrLines, ["mirror:\(work.path("dst")): failed: cannot write the partial file for big.bin: No space left on device; free some space on the destination's disk"])
         XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/big.bin")))
+
+        // The file that could not fit leaves the source: its partial, which filled the disk, goes before the run
+        // writes anything, so the other files have the room (it went only after the downloads, which then failed).
+        unlink(work.path("src/big.bin"))
+        FixtureTree.write(work.path("src"), "mid.bin", FixtureTree.bytes(count: 600 << 10, seed: 6))
+        let after = FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment)
+        XCTAssertEqual(after.status, 0, after.stderr)
+        XCTAssertEqual(FixtureTree.read(work.path("dst/mid.bin")), FixtureTree.read(work.path("src/mid.bin")))
+
+        // Replaced by another file of its size, mid.bin goes to the trash and the new one does not fit beside it.
+        // Lowering trash-days empties the trash before the downloads, so the new file then has the room.
+        unlink(work.path("src/mid.bin"))
+        FixtureTree.write(work.path("src"), "new.bin", FixtureTree.bytes(count: 600 << 10, seed: 7))
+        let full = FolioBinary.run(["mirror", "--max-delete", "100%", work.path("src"), work.path("dst")], environment: environment)
+        XCTAssertEqual(full.status, 1, full.stdout)
+        let emptied = FolioBinary.run(["mirror", "--trash-days", "0", work.path("src"), work.path("dst")], environment: environment)
+        XCTAssertEqual(emptied.status, 0, emptied.stderr)
+        XCTAssertEqual(FixtureTree.read(work.path("dst/new.bin")), FixtureTree.read(work.path("src/new.bin")))
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: work.path("dst/.folio/trash")), [])
     }
 
     /// A negative number for a numeric flag is the flag's value, answered in one line (exit 2), not taken for an
