@@ -796,6 +796,8 @@ public final class Destination: Sendable {
         case EPERM where getuid() == 0: fix = "; it is immutable or append-only (lsattr shows it; chattr -i or chattr -a lifts it)"
         case EPERM: fix = "; it belongs to another user or is immutable: give it to the user running folio (chown), or see lsattr"
         case EROFS: fix = "; the destination's filesystem is mounted read-only"
+        case ENOTCONN, ECONNABORTED, ENODEV, ESTALE, ESHUTDOWN:
+            fix = "; the destination's filesystem is gone (a drive unplugged, a FUSE mount ended, a network share dropped): mount it again, and the next run finishes the work"
         case ENOTDIR: fix = "; a file or a link stands where a folder should be: move it aside"
         case EXDEV:
             // Only a rename across filesystems gives EXDEV here: a folder of the destination is a mount point, and

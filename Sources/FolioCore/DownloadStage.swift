@@ -238,7 +238,9 @@ struct DownloadStage: Sendable {
                 }
                 let failsRun = switch sourceError.code {
                 case .authentication, .cancelled: true
-                case .localIO: sourceError.underlying == "errno \(ENOSPC)" || sourceError.underlying == "errno \(EDQUOT)"
+                // A full disk, or a filesystem gone or made read-only under the run (a drive unplugged, a FUSE mount
+                // ended, a share dropped): every file after would fail alike, one line each.
+                case .localIO: Self.filesystemGoneOrFull.contains { sourceError.underlying == "errno \($0)" }
                 default: false
                 }
                 // An error that ends the run is said once, by the run's own line, not also as this file's.
@@ -250,6 +252,9 @@ struct DownloadStage: Sendable {
             }
         }
     }
+
+    /// The errors of a local filesystem (the destination's, or a mounted source's) that end the run.
+    static let filesystemGoneOrFull = [ENOSPC, EDQUOT, EROFS, ENOTCONN, ECONNABORTED, ENODEV, ESTALE, ESHUTDOWN]
 
     /// Reports one file that could not be fetched or installed, keeping its partial file for the next run.
     /// A file cut off by a stop (Ctrl-C, SIGTERM: its error is `.cancelled`, or `stopped`) keeps its partial file

@@ -773,6 +773,26 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: work.path("dst/.folio/trash")), [])
     }
 
+    /// A destination whose filesystem goes away under the run (a USB drive pulled: here exFAT's FUSE process is
+    /// killed, while `--bwlimit` keeps the run going) ends the run at the first error, exit 1, with one line that
+    /// says so; it was one line per file left, and exit 3.
+    func testADestinationThatGoesAwayMidRunEndsTheRunInOneLine() throws {
+        let image = try MountedImage(in: work, megabytes: 32, mkfs: ["mkfs.exfat"], mounting: .fuse(helper: "mount.exfat-fuse"))
+        defer { try? image.unmount() }
+        for i in 0..<20 { FixtureTree.write(work.path("src"), "f\(i).bin", FixtureTree.bytes(count: 32 << 10, seed: UInt64(i))) }
+        let mountPoint = image.mountPoint
+        Thread.detachNewThread {
+            usleep(1_500_000)
+            // Only this test's own FUSE process: its command line ends with this test's mount point.
+            _ = try? LoopbackServer.run("pkill", ["-KILL", "-f", "exfat-fuse .* \(mountPoint)$"])
+        }
+        let outcome = FolioBinary.run(["mirror", "--bwlimit", "64", work.path("src"), mountPoint + "/m"], environment: environment)
+        XCTAssertEqual(outcome.status, 1, outcome.stdout + outcome.stderr)
+        XCTAssertEqual(outcome.stderrLines.count, 1, outcome.stderr)
+        XCTAssertTrue(outcome.stderrLines.first?.hasSuffix("the destination's filesystem is gone (a drive unplugged, a FUSE mount ended, a network share dropped): mount it again, and the next run finishes the work") == true,
+                      outcome.stderr)
+    }
+
     /// A negative number for a numeric flag is the flag's value, answered in one line (exit 2), not taken for an
     /// unknown option with usage text.
     func testANegativeNumberForAFlagGetsOneLine() throws {
