@@ -7,9 +7,10 @@ public protocol StateStore: Sendable {
     /// The last good record of a target: what Folio wrote, by path. A recorded path that `snapshot` also holds
     /// is the snapshot's path (one copy of the name in memory); the snapshot may be `.empty`.
     func record(of target: String, sharingPathsWith snapshot: Snapshot) throws -> RecordedTree
-    /// How many entries the target's record holds when its runs were made in `destination`; 0 when there is no
-    /// record, or it describes another folder (the target was pointed elsewhere since).
-    func recordedEntryCount(of target: String, in destination: String) throws -> Int
+    /// How many entries the target's record holds when its runs were made from `source` into `destination`; 0
+    /// when there is no record, or it describes another tree (the target was pointed elsewhere since, and its next
+    /// run starts the record over: see `beginRun`).
+    func recordedEntryCount(of target: String, from source: String, in destination: String) throws -> Int
     /// The digest of the source snapshot of the target's last complete, successful run.
     func sourceDigest(of target: String) throws -> UInt64?
     /// Starts a run and returns its id.

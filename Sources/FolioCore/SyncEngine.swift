@@ -119,7 +119,7 @@ public struct SyncEngine: Sendable {
         // before the source is asked anything: the answer does not depend on it. The record is counted only when
         // the folder shows no earlier run, so a run into its usual folder pays one `fstatat` for the check.
         if !options.force, !Destination.showsEarlierRuns(at: target.destination) {
-            let remembered = try state.recordedEntryCount(of: name, in: target.destination)
+            let remembered = try state.recordedEntryCount(of: name, from: source.displayName, in: target.destination)
             if remembered > 0 {
                 report.result = .refused
                 report.error = Destination.notMountedRefusal(target.destination, remembered: remembered)

@@ -224,11 +224,12 @@ public final class StateDatabase: StateStore, Sendable {
         }
     }
 
-    /// How many entries the target's record holds, when the target's runs were made in `destination`.
-    public func recordedEntryCount(of target: String, in destination: String) throws -> Int {
+    /// How many entries the target's record holds, when the target's runs were made from `source` into `destination`.
+    public func recordedEntryCount(of target: String, from source: String, in destination: String) throws -> Int {
         try perform {
             try queue.read { db in
-                guard try String.fetchOne(db, sql: "SELECT destination FROM target WHERE name = ?", arguments: [target]) == destination else { return 0 }
+                guard let row = try Row.fetchOne(db, sql: "SELECT source, destination FROM target WHERE name = ?", arguments: [target]),
+                      try row.decode(String.self, atIndex: 0) == source, try row.decode(String.self, atIndex: 1) == destination else { return 0 }
                 return try Int.fetchOne(db, sql: "SELECT count(*) FROM entry WHERE target = ?", arguments: [target]) ?? 0
             }
         }

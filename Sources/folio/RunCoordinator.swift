@@ -81,14 +81,14 @@ struct RunCoordinator {
         let wait = waitForLock
         let reporter = self.reporter
         // A dry run writes nothing, so it needs no lock (and must not make the destination to hold one).
-        let dryRun = options.dryRun, force = options.force, state = engine.state
+        let dryRun = options.dryRun, force = options.force, state = engine.state, sourceName = source.displayName
         // flock blocks: off the cooperative pool.
         let lock = await Blocking.run {
             Result { () throws(TargetLock.Failure) -> TargetLock? in
                 if dryRun { return nil }
                 return try TargetLock.acquire(target, wait: wait, waiting: { holder in
                     reporter.note("\(holder); waiting (use --no-wait to give up instead)", target: target.name)
-                }, stopped: { stopper.isStopped }, remembered: { force ? 0 : (try? state.recordedEntryCount(of: target.name, in: target.destination)) ?? 0 })
+                }, stopped: { stopper.isStopped }, remembered: { force ? 0 : (try? state.recordedEntryCount(of: target.name, from: sourceName, in: target.destination)) ?? 0 })
             }
         }
         switch lock {

@@ -249,10 +249,10 @@ actor Scheduler: Service {
             return .ran(await failedToStart(target, "\(error)", code: (error as? SourceError)?.code))
         }
         // open and flock: off the cooperative pool. Never waits: a busy target is retried later.
-        let state = engine.state
+        let state = engine.state, sourceName = source.displayName
         let lock = await Blocking.run {
             Result { () throws(TargetLock.Failure) -> TargetLock in
-                try TargetLock.acquire(target, wait: false, waiting: { _ in }, remembered: { (try? state.recordedEntryCount(of: target.name, in: target.destination)) ?? 0 })
+                try TargetLock.acquire(target, wait: false, waiting: { _ in }, remembered: { (try? state.recordedEntryCount(of: target.name, from: sourceName, in: target.destination)) ?? 0 })
             }
         }
         switch lock {

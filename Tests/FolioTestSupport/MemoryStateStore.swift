@@ -5,7 +5,7 @@ import Foundation
 public final class MemoryStateStore: StateStore, Sendable {
     private struct Storage {
         var records: [String: [RelativePath: RecordedEntry]] = [:]
-        var destinations: [String: String] = [:]
+        var places: [String: (source: String, destination: String)] = [:]
         var digests: [String: UInt64] = [:]
         var memos: [String: String] = [:]
         var runs: [(target: String, result: RunReport.Result?)] = []
@@ -28,8 +28,8 @@ public final class MemoryStateStore: StateStore, Sendable {
         storage.withLock { RecordedTree(Array(($0.records[target] ?? [:]).values)) }
     }
 
-    public func recordedEntryCount(of target: String, in destination: String) throws -> Int {
-        storage.withLock { $0.destinations[target] == destination ? $0.records[target]?.count ?? 0 : 0 }
+    public func recordedEntryCount(of target: String, from source: String, in destination: String) throws -> Int {
+        storage.withLock { $0.places[target].map { $0 == (source, destination) } == true ? $0.records[target]?.count ?? 0 : 0 }
     }
 
     public func sourceDigest(of target: String) throws -> UInt64? {
@@ -38,7 +38,7 @@ public final class MemoryStateStore: StateStore, Sendable {
 
     public func beginRun(target: String, source: String, destination: String, trigger: TargetConfig.Trigger, startedAt: Date) throws -> Int64 {
         storage.withLock { storage in
-            storage.destinations[target] = destination
+            storage.places[target] = (source, destination)
             storage.runs.append((target, nil))
             return Int64(storage.runs.count - 1)
         }
