@@ -59,6 +59,7 @@ struct IndexLister: Sendable {
         var entries: [Entry] = []
         var issues: [ListingIssue] = []
         var seen = Set<RelativePath>()
+        var childLinks = 0
         for link in links {
             let names: [[UInt8]]
             do {
@@ -74,6 +75,7 @@ struct IndexLister: Sendable {
                 continue
             }
             guard names.count == folderNames.count + 1, Array(names[..<folderNames.count]) == folderNames else { continue }
+            childLinks += 1
             let path: RelativePath
             do {
                 path = try folder.appending(name: names[folderNames.count])
@@ -95,6 +97,16 @@ struct IndexLister: Sendable {
             } else {
                 walk.push(.head(path))
             }
+        }
+        // A page that links nothing below the folder and is an XML document, or carries a title that neither is
+        // an index's nor names the folder, is no listing (nginx's XML index, an application's welcome page):
+        // taken for an empty folder, it had every file below the folder removed, and below the root the
+        // empty-source guard does not look. Why not every page without links: an empty folder's listing on Go's
+        // file server has no title, and Caddy's is titled with the folder's path.
+        let named = folder.isRoot ? "/" : RelativePath.display(folder.components.last.map(Array.init) ?? []).lowercased()
+        if untitled, childLinks == 0, issues.isEmpty,
+           IndexPageParser.isXML(response.body) || IndexPageParser.title(of: response.body).map({ !$0.contains(named) }) == true {
+            throw SourceError(.protocolViolation, "\(url) answers with a page that is not a listing (no \"Index of\" title, no link to anything in the folder), so Folio cannot tell which files it holds; nothing is removed until it can: have the server list this folder (an HTML or JSON index, or WebDAV), or exclude it", path: folder)
         }
         // Why after the links' folders are queued: the HEAD of index.html costs a round trip, which other workers
         // spend listing those folders meanwhile. Should the page be the folder's index.html after all, its links

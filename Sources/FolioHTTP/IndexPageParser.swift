@@ -37,6 +37,19 @@ enum IndexPageParser {
             || find(Array("<title>directory listing for ".utf8), in: lower, from: 0) != nil
     }
 
+    /// The text of a page's `<title>`, lowercased; nil when its head has none.
+    static func title(of body: [UInt8]) -> String? {
+        let lower = body.prefix(4096).map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }
+        guard let open = find(Array("<title>".utf8), in: lower, from: 0),
+              let close = find(Array("</title>".utf8), in: lower, from: open + 7) else { return nil }
+        return String(decoding: lower[(open + 7)..<close], as: UTF8.self)
+    }
+
+    /// Whether a page is an XML document (nginx's `autoindex_format xml`, which Folio does not read).
+    static func isXML(_ body: [UInt8]) -> Bool {
+        body.drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }.starts(with: Array("<?xml".utf8))
+    }
+
     /// Whether an HTML page has a password field (`<input type="password">`): a login page, which no folder
     /// listing is.
     static func asksForPassword(_ body: [UInt8]) -> Bool {

@@ -119,6 +119,20 @@ final class HTTPFaultTests: XCTestCase {
         XCTAssertEqual(stub.requests.filter { $0["path"] as? String == "/go-listing/index.html" }.map { $0["method"] as? String }, ["HEAD"])
     }
 
+    /// A folder that answers with a page that is not a listing (an application's welcome page: a title that is
+    /// not an index's, no link into the folder) cannot be listed, which holds back removals there; it was taken
+    /// for an empty folder, and its files were removed. An empty folder as Go's file server lists it (no title,
+    /// no links) is still an empty folder.
+    func testAFolderAnsweringWithAPageThatIsNotAListingHoldsBackRemovals() async throws {
+        let stub = try StubServer()
+        let snapshot = try await source(stub.url("welcome-sub")).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["empty", "sub"])
+        XCTAssertEqual(snapshot.issues.map(\.description), [
+            "cannot list sub: \(stub.url("welcome-sub"))sub/ answers with a page that is not a listing (no \"Index of\" title, no link to anything in the folder), so Folio cannot tell which files it holds; nothing is removed until it can: have the server list this folder (an HTML or JSON index, or WebDAV), or exclude it",
+        ])
+        XCTAssertFalse(snapshot.isComplete)
+    }
+
     /// A body over its bound names the request and states the bound as it is: the one-byte size probe's answer
     /// was said to exceed "0 MiB for a listing".
     func testABodyOverItsBoundNamesTheRequestAndTheBound() async throws {

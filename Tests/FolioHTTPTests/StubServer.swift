@@ -133,7 +133,7 @@ class Handler(BaseHTTPRequestHandler):
                     '<D:propstat><D:prop><D:resourcetype/><D:getcontentlength>5</D:getcontentlength></D:prop>'
                     '<D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response></D:multistatus>').encode()
             return self.send(207, body, [("Content-Type", "application/xml")])
-        if scenario in ("index-badlink", "range-overrun", "go-listing"):
+        if scenario in ("index-badlink", "range-overrun", "go-listing", "welcome-sub"):
             return self.send(405, b"no WebDAV here")
         if scenario not in LISTINGS:
             return self.send(404, b"not found")
@@ -202,6 +202,18 @@ class Handler(BaseHTTPRequestHandler):
             if self.path == "/go-listing/index.html":
                 return self.send(301, b"", [("Location", "./")])
             return self.send(200, b"hello", [("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
+        if scenario == "welcome-sub":
+            # A listing whose folder "sub" answers with an application's welcome page (no index title, no link
+            # into the folder), and whose folder "empty" is an empty folder as Go's http.FileServer lists it.
+            if self.path == "/welcome-sub/":
+                page = b'<html><head><title>Index of /welcome-sub/</title></head><body><a href="sub/">sub/</a> <a href="empty/">empty/</a></body></html>'
+                return self.send(200, page, [("Content-Type", "text/html")])
+            if self.path == "/welcome-sub/sub/":
+                page = b'<html><head><title>Welcome to our site</title></head><body><a href="https://example.org/">home</a></body></html>'
+                return self.send(200, page, [("Content-Type", "text/html")])
+            if self.path == "/welcome-sub/empty/":
+                return self.send(200, b'<pre>\n</pre>\n', [("Content-Type", "text/html")])
+            return self.send(404, b"not found")
         if scenario == "range-overrun":
             # A plain index page whose file gives HEAD no size, and answers the one-byte GET with two bytes.
             if self.path == "/range-overrun/":
