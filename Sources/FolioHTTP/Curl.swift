@@ -35,6 +35,8 @@ final class CurlEasy {
         /// work, without name lookup, connecting or TLS (which a new connection pays first). Nil when libcurl
         /// did not time it.
         var turn: Duration?
+        /// The URL this answer came from when `HTTPClient.send` followed redirects to it; nil when it did not.
+        var redirectedTo: String?
     }
 
     /// A libcurl failure, keeping libcurl's code: `curl 28 (Timeout was reached)`.

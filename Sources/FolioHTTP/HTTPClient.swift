@@ -66,10 +66,11 @@ final class HTTPClient: Sendable {
             let originalURL = request.url
             if let redirectedURL { request.url = redirectedURL }
             guard gate.enter(cancelled: cancelled) else { throw cancelledError(request.url) }
-            let response: CurlEasy.Response
+            var response: CurlEasy.Response
             do {
                 defer { gate.leave() }
                 response = try easy.perform(request, settings: settings, cancelled: cancelled, decide: decide, onBody: onBody)
+                response.redirectedTo = redirectedURL
                 if let turn = response.turn { roundTrips.record(turn) }
             } catch let failure as CurlEasy.Failure {
                 if failure.isCancellation || cancelled() { throw cancelledError(request.url) }

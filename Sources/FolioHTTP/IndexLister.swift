@@ -149,6 +149,13 @@ struct IndexLister: Sendable {
             CurlEasy.Request(method: "HEAD", url: url)
         })
         guard response.status == 200 else { throw client.error(status: response.status, url: url, path: file) }
+        // A file that redirects to a web page (a login page, a "file not available" page) would be listed with that
+        // page's size and time, fetched, and installed in its place; so it cannot be listed, which keeps the
+        // copy here and holds back removals. A page of its own (an .html file) may redirect to another page.
+        if let target = response.redirectedTo, response.headers["content-type"]?.lowercased().hasPrefix("text/html") == true,
+           !["html", "htm", "xhtml"].contains((String(decoding: file.components.last.map(Array.init) ?? [], as: UTF8.self) as NSString).pathExtension.lowercased()) {
+            throw SourceError(.protocolViolation, "\(url) redirects to \(target), a web page (a login page?), not the file; nothing is fetched or removed in its place until the server sends the file: check username and password-file or token-file, or exclude it", path: file)
+        }
         guard let size = try response.headers["content-length"].flatMap({ Int64($0) }) ?? sizeFromRange(url, file: file, easy: easy, walk: walk) else {
             throw SourceError(.protocolViolation, "HEAD and a one-byte GET of \(url) gave no size; cannot tell the file's size", path: file)
         }

@@ -133,6 +133,18 @@ final class HTTPFaultTests: XCTestCase {
         XCTAssertFalse(snapshot.isComplete)
     }
 
+    /// A file that redirects to a web page (here a login page) cannot be listed: it was listed with the page's size
+    /// and time, fetched, and the login page installed in the file's place, exit 0.
+    func testAFileRedirectingToAWebPageIsNotListedAsThatPage() async throws {
+        let stub = try StubServer()
+        let snapshot = try await source(stub.url("login-redirect")).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), [])
+        XCTAssertEqual(snapshot.issues.map(\.description), [
+            "cannot list b.txt: \(stub.url("login-redirect"))b.txt redirects to \(stub.url("login-redirect"))login.html, a web page (a login page?), not the file; nothing is fetched or removed in its place until the server sends the file: check username and password-file or token-file, or exclude it",
+        ])
+        XCTAssertFalse(snapshot.isComplete)
+    }
+
     /// A body over its bound names the request and states the bound as it is: the one-byte size probe's answer
     /// was said to exceed "0 MiB for a listing".
     func testABodyOverItsBoundNamesTheRequestAndTheBound() async throws {

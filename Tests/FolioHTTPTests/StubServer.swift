@@ -133,7 +133,7 @@ class Handler(BaseHTTPRequestHandler):
                     '<D:propstat><D:prop><D:resourcetype/><D:getcontentlength>5</D:getcontentlength></D:prop>'
                     '<D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response></D:multistatus>').encode()
             return self.send(207, body, [("Content-Type", "application/xml")])
-        if scenario in ("index-badlink", "range-overrun", "go-listing", "welcome-sub"):
+        if scenario in ("index-badlink", "range-overrun", "go-listing", "welcome-sub", "login-redirect"):
             return self.send(405, b"no WebDAV here")
         if scenario not in LISTINGS:
             return self.send(404, b"not found")
@@ -202,6 +202,14 @@ class Handler(BaseHTTPRequestHandler):
             if self.path == "/go-listing/index.html":
                 return self.send(301, b"", [("Location", "./")])
             return self.send(200, b"hello", [("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
+        if scenario == "login-redirect":
+            # An index page whose b.txt (no size or time on the page: HEAD asks) redirects to a login page.
+            if self.path == "/login-redirect/":
+                page = b'<html><head><title>Index of /login-redirect/</title></head><body><a href="b.txt">b.txt</a></body></html>'
+                return self.send(200, page, [("Content-Type", "text/html")])
+            if self.path == "/login-redirect/b.txt":
+                return self.send(302, b"", [("Location", "/login-redirect/login.html")])
+            return self.send(200, b'<html><title>Sign in</title><input type="password"></html>', [("Content-Type", "text/html")])
         if scenario == "welcome-sub":
             # A listing whose folder "sub" answers with an application's welcome page (no index title, no link
             # into the folder), and whose folder "empty" is an empty folder as Go's http.FileServer lists it.
