@@ -145,6 +145,17 @@ final class HTTPFaultTests: XCTestCase {
         XCTAssertFalse(snapshot.isComplete)
     }
 
+    /// A file whose HEAD is answered 503 after every retry fails alone, as a 500 does; it failed the whole run.
+    func testAFileAnsweringServiceUnavailableFailsAlone() async throws {
+        let stub = try StubServer()
+        let snapshot = try await source(stub.url("busy-file")).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["a.txt"])
+        XCTAssertEqual(snapshot.issues.count, 1)
+        XCTAssertTrue(snapshot.issues.first?.description.hasPrefix("cannot list b.txt: \(stub.url("busy-file"))b.txt ") == true, "\(snapshot.issues)")
+        XCTAssertTrue(snapshot.issues.first?.description.contains("HTTP 503") == true, "\(snapshot.issues)")
+        XCTAssertFalse(snapshot.isComplete)
+    }
+
     /// A body over its bound names the request and states the bound as it is: the one-byte size probe's answer
     /// was said to exceed "0 MiB for a listing".
     func testABodyOverItsBoundNamesTheRequestAndTheBound() async throws {

@@ -133,7 +133,7 @@ class Handler(BaseHTTPRequestHandler):
                     '<D:propstat><D:prop><D:resourcetype/><D:getcontentlength>5</D:getcontentlength></D:prop>'
                     '<D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response></D:multistatus>').encode()
             return self.send(207, body, [("Content-Type", "application/xml")])
-        if scenario in ("index-badlink", "range-overrun", "go-listing", "welcome-sub", "login-redirect"):
+        if scenario in ("index-badlink", "range-overrun", "go-listing", "welcome-sub", "login-redirect", "busy-file"):
             return self.send(405, b"no WebDAV here")
         if scenario not in LISTINGS:
             return self.send(404, b"not found")
@@ -201,6 +201,14 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send(200, b'<pre>\n<a href="a.txt">a.txt</a>\n</pre>\n', [("Content-Type", "text/html")])
             if self.path == "/go-listing/index.html":
                 return self.send(301, b"", [("Location", "./")])
+            return self.send(200, b"hello", [("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
+        if scenario == "busy-file":
+            # An index page without sizes (HEAD asks), whose b.txt answers 503 every time, at once.
+            if self.path == "/busy-file/":
+                page = b'<html><head><title>Index of /busy-file/</title></head><body><a href="a.txt">a.txt</a> <a href="b.txt">b.txt</a></body></html>'
+                return self.send(200, page, [("Content-Type", "text/html")])
+            if self.path == "/busy-file/b.txt":
+                return self.send(503, b"busy", [("Retry-After", "0")])
             return self.send(200, b"hello", [("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
         if scenario == "login-redirect":
             # An index page whose b.txt (no size or time on the page: HEAD asks) redirects to a login page.
