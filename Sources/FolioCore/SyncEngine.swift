@@ -117,7 +117,8 @@ public struct SyncEngine: Sendable {
         // Guarantee 3, for the destination: a folder that holds nothing of the runs the record remembers is a
         // drive not mounted or a share not attached, not a copy to make again on the disk beneath it. Why here,
         // before the source is asked anything: the answer does not depend on it. The record is counted only when
-        // the folder shows no earlier run, so a run into its usual folder pays one `fstatat` for the check.
+        // the folder shows no earlier run, so a run into its usual folder pays three system calls for the check.
+        // (A destination that is missing altogether is refused before the lock would make it: `TargetLock`.)
         if !options.force, !Destination.showsEarlierRuns(at: target.destination) {
             let remembered = try state.recordedEntryCount(of: name, from: source.displayName, in: target.destination)
             if remembered > 0 {

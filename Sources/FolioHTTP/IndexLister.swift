@@ -103,7 +103,7 @@ struct IndexLister: Sendable {
         // taken for an empty folder, it had every file below the folder removed, and below the root the
         // empty-source guard does not look. Why not every page without links: an empty folder's listing on Go's
         // file server has no title, and Caddy's is titled with the folder's path.
-        let named = folder.isRoot ? "/" : RelativePath.display(folder.components.last.map(Array.init) ?? []).lowercased()
+        let named = folder.isRoot ? "/" : RelativePath.display(folder.name).lowercased()
         if untitled, childLinks == 0, issues.isEmpty,
            IndexPageParser.isXML(response.body) || IndexPageParser.title(of: response.body).map({ !$0.contains(named) }) == true {
             throw SourceError(.protocolViolation, "\(url) answers with a page that is not a listing (no \"Index of\" title, no link to anything in the folder), so Folio cannot tell which files it holds; nothing is removed until it can: have the server list this folder (an HTML or JSON index, or WebDAV), or exclude it", path: folder)
@@ -153,7 +153,7 @@ struct IndexLister: Sendable {
         // page's size and time, fetched, and installed in its place; so it cannot be listed, which keeps the
         // copy here and holds back removals. A page of its own (an .html file) may redirect to another page.
         if let target = response.redirectedTo, response.headers["content-type"]?.lowercased().hasPrefix("text/html") == true,
-           !["html", "htm", "xhtml"].contains((String(decoding: file.components.last.map(Array.init) ?? [], as: UTF8.self) as NSString).pathExtension.lowercased()) {
+           !["html", "htm", "xhtml"].contains((String(decoding: file.name, as: UTF8.self) as NSString).pathExtension.lowercased()) {
             throw SourceError(.protocolViolation, "\(url) redirects to \(target), a web page (a login page?), not the file; nothing is fetched or removed in its place until the server sends the file: check username and password-file or token-file, or exclude it", path: file)
         }
         guard let size = try response.headers["content-length"].flatMap({ Int64($0) }) ?? sizeFromRange(url, file: file, easy: easy, walk: walk) else {

@@ -270,8 +270,9 @@ public final class StateDatabase: StateStore, Sendable {
         }
     }
 
-    /// Adds a finished `failed` run that ended as it started, leaving the target's record and other runs alone.
-    public func recordFailedStart(target: String, trigger: TargetConfig.Trigger, at startedAt: Date, error: String, refused: Bool = false) throws {
+    /// Adds a finished `failed` (or, with `refused`, `refused`) run that ended as it started, leaving the target's
+    /// record and other runs alone.
+    public func recordFailedStart(target: String, trigger: TargetConfig.Trigger, at startedAt: Date, error: String, refused: Bool) throws {
         try perform {
             try queue.write { db in
                 try db.execute(sql: "INSERT INTO run (target, trigger, started_at, ended_at, result, error, pid) VALUES (?, ?, ?, ?, ?, ?, ?)",
