@@ -26,6 +26,11 @@ public final class Destination: Sendable {
     /// Whether this filesystem takes names that differ only in case for one name (exFAT, FAT, an SMB share of a
     /// Windows server, ext4 with casefold): two such source names cannot both be mirrored here (`CaseClashes`).
     public let ignoresCase: Bool
+    /// Of the bytes Windows refuses in a name (`"*:<>?\|`), those this filesystem refuses too, and whether it
+    /// refuses a name that is not UTF-8 (exFAT, FAT): `UnholdableNames`. Probed only where case is ignored (no
+    /// filesystem that keeps case refuses them) and only by a run that writes.
+    public let refusedNameBytes: Set<UInt8>
+    public let refusesNonUTF8Names: Bool
 
     /// Opens (and with `create`, makes) the destination and its `.folio` folders.
     public init(path: String, create: Bool) throws(SourceError) {
@@ -35,6 +40,7 @@ public final class Destination: Sendable {
         var shards: [Int32] = []
         var precision = TimePrecision.nanosecond
         var foldsCase = false
+        var refused: (bytes: Set<UInt8>, nonUTF8: Bool) = ([], false)
         if create {
             do {
                 let folio = try Self.makeFolder(in: root, name: ".folio", display: path + "/.folio")
@@ -47,6 +53,7 @@ public final class Destination: Sendable {
                 trash = try Self.makeFolder(in: folio, name: "trash", display: path + "/.folio/trash")
                 precision = Self.timePrecision(of: folio, probing: true)
                 foldsCase = Self.ignoresCase(in: folio)
+                if foldsCase { refused = Self.refusedNames(in: folio) }
             } catch {
                 close(root)
                 if partial >= 0 { close(partial) }
@@ -63,6 +70,7 @@ public final class Destination: Sendable {
         }
         timePrecision = precision
         ignoresCase = foldsCase
+        (refusedNameBytes, refusesNonUTF8Names) = refused
         rootFD = root
         takesDirectIO = FileSystemType(of: root).takesDirectIO
         partialFD = partial
@@ -192,6 +200,18 @@ public final class Destination: Sendable {
     private static func ignoresCase(in folio: Int32) -> Bool {
         var info = stat()
         return fstatat(folio, "PARTIAL", &info, AT_SYMLINK_NOFOLLOW) == 0
+    }
+
+    /// Which of the bytes Windows refuses in names this filesystem refuses, and whether it refuses a name that is
+    /// not UTF-8: found by making, and taking away, a folder in `.folio` named with each.
+    private static func refusedNames(in folio: Int32) -> (bytes: Set<UInt8>, nonUTF8: Bool) {
+        func refuses(_ last: UInt8) -> Bool {
+            let name = Array("name-probe-".utf8) + [last]
+            let made = CString.with(name) { mkdirat(folio, $0, 0o700) } == 0 || errno == EEXIST
+            if made { _ = CString.with(name) { unlinkat(folio, $0, AT_REMOVEDIR) } }
+            return !made
+        }
+        return (Set(Array("\"*:<>?\\|".utf8).filter(refuses)), refuses(0xFF))
     }
 
     /// Whether `time` is what a filesystem may have kept of `probeTime`.

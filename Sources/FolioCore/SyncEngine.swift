@@ -141,8 +141,10 @@ public struct SyncEngine: Sendable {
         listing.destinationIdentity = destination.flatMap { TreeWalker.identity(of: $0.rootFD) }
         var (snapshot, local) = try await Self.list(source, options: listing, destination: destination)
         try Self.checkStopped(progress)
-        if destination?.ignoresCase == true {
+        if let destination, destination.ignoresCase {
             snapshot = CaseClashes.resolve(snapshot, local: local.items, destination: target.destination)
+            snapshot = UnholdableNames.resolve(snapshot, refusing: destination.refusedNameBytes, refusesNonUTF8: destination.refusesNonUTF8Names,
+                                               destination: target.destination)
         }
         memo = snapshot.memo
 

@@ -72,6 +72,36 @@ final class CaseInsensitiveDestinationTests: XCTestCase {
         XCTAssertEqual(try String(contentsOfFile: destination + "/.folio/trash/\(trash[0])/A.txt", encoding: .utf8), "upper")
     }
 
+    /// Names exFAT cannot hold (a `:` in a film's name, a folder with a `?`, a name that is not UTF-8) are skipped
+    /// with one line each, the folder's contents with it, and nothing is fetched for them: each run downloaded
+    /// them, failed to rename them ("No such file or directory"), kept their partial files and failed.
+    func testNamesTheFilesystemCannotHoldAreSkippedWithALineAndNotFetched() async throws {
+        let served = TemporaryDirectory("unholdable-source")
+        FixtureTree.write(served.path, "Movie: Part 1.mkv", "film")
+        FixtureTree.write(served.path, "Album?/CD1/t.txt", "track")
+        FixtureTree.write(served.path, "plain.txt", "plain")
+        let raw: [UInt8] = Array(served.path.utf8) + Array("/caf".utf8) + [0xE9]
+        let fd = CString.with(raw) { open($0, O_WRONLY | O_CREAT, 0o644) }
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        close(fd)
+        let destination = mountPoint + "/mirror"
+        let target = TargetConfig(name: "t", source: served.path, destination: destination)
+        let engine = SyncEngine(state: MemoryStateStore(), events: EventRecorder())
+        for _ in 0..<2 {
+            let run = await engine.run(target, source: LocalSource(rootPath: served.path), options: .init(trigger: .manual))
+            XCTAssertTrue(run.result == .synced || run.result == .unchanged, run.error ?? "")
+            XCTAssertEqual(run.failures.count, 0, "\(run.failures)")
+            XCTAssertEqual(run.issues.map(\.description), [
+                "skipped Album?: the filesystem of \(destination) cannot hold \"?\" in a name (FAT and exFAT cannot); rename it at the source, exclude it, or mirror to a filesystem that can (ext4, xfs, btrfs)",
+                "skipped Movie: Part 1.mkv: the filesystem of \(destination) cannot hold \":\" in a name (FAT and exFAT cannot); rename it at the source, exclude it, or mirror to a filesystem that can (ext4, xfs, btrfs)",
+                "skipped caf\\xe9: the filesystem of \(destination) cannot hold a name that is not UTF-8 (FAT and exFAT cannot); rename it at the source, exclude it, or mirror to a filesystem that can (ext4, xfs, btrfs)",
+            ])
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination).sorted(), [".folio", "plain.txt"])
+        let shards = try FileManager.default.contentsOfDirectory(atPath: destination + "/.folio/partial")
+        for shard in shards { XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination + "/.folio/partial/" + shard), [], shard) }
+    }
+
     /// exFAT takes Greek final sigma for sigma, a pair the check before the run leaves alone (their upper cases
     /// agree, their lower cases do not): the second name to arrive fails with a line on every run, and neither is
     /// traded for the other or put in the trash.
