@@ -220,7 +220,9 @@ private struct Merge {
                     plan.unchangedFiles += 1
                     plan.recordUpdates.append(RecordedEntry(entry, local: item))  // adopted: identical already
                 }
-            } else if let recorded, leftAsWritten, entry.size == recorded.size, Self.sameContent(entry, recorded) {
+            } else if entry.mtime.isKnown, let recorded, leftAsWritten, entry.size == recorded.size, Self.sameContent(entry, recorded) {
+                // Why only a known time: a source that gives none (an HTTP server without Last-Modified) has no
+                // time to set, and the "fix" was planned, counted as updated and handed to the hook every run.
                 plan.mtimeFixes.append((entry: entry, local: item))
             } else if !entry.mtime.isKnown, let recorded, leftAsWritten, recorded.describesSameVersion(as: entry) {
                 plan.unchangedFiles += 1
