@@ -78,6 +78,10 @@ enum IndexPageParser {
         do {
             items = try JSONDecoder().decode([Item].self, from: Data(body))
         } catch {
+            // nginx writes a name that is not UTF-8 into its JSON index as it is, which no JSON reader takes.
+            if String(validating: body, as: UTF8.self) == nil {
+                throw Failure(description: "the JSON index is not UTF-8, as JSON must be (a name on the server is in another encoding); have the server list this folder as HTML (autoindex_format html) or over WebDAV")
+            }
             throw Failure(description: "the JSON index is malformed (\(error))")
         }
         // The JSON gives decoded names; encode them so every link goes through the same href checks.

@@ -43,6 +43,15 @@ final class ListingParserTests: XCTestCase {
         XCTAssertEqual(links.map(\.size), [nil, 2])
     }
 
+    /// nginx writes a name that is not UTF-8 into its JSON index raw; the line says so and what to do, not
+    /// Swift's decoding error.
+    func testAJSONIndexThatIsNotUTF8SaysSo() {
+        let json = Array(#"[{ "name":"caf"#.utf8) + [0xE9] + Array(#".txt", "type":"file", "size":2 }]"#.utf8)
+        XCTAssertThrowsError(try IndexPageParser.parse(json, contentType: "application/json")) { error in
+            XCTAssertEqual("\(error)", "the JSON index is not UTF-8, as JSON must be (a name on the server is in another encoding); have the server list this folder as HTML (autoindex_format html) or over WebDAV")
+        }
+    }
+
     func testHrefChecks() {
         let urls = SourceURL(secure: false, host: "127.0.0.1", port: 8080, path: "/files/my dir")
         XCTAssertEqual(urls.url(for: .root, folder: true), "http://127.0.0.1:8080/files/my%20dir/")
