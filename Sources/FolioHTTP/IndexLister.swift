@@ -145,10 +145,15 @@ struct IndexLister: Sendable {
 
     private func head(_ file: RelativePath, easy: CurlEasy, walk: ListingWalk.Scope) throws {
         let url = client.urls.url(for: file, folder: false)
-        let response = try client.send(with: easy, cancelled: { walk.isStopped }, makeRequest: {
+        var response = try client.send(with: easy, cancelled: { walk.isStopped }, makeRequest: {
             CurlEasy.Request(method: "HEAD", url: url)
         })
-        guard response.status == 200 else { throw client.error(status: response.status, url: url, path: file) }
+        // A server that does not take HEAD (405, 501) answers the one-byte GET, whose headers tell the same.
+        var rangeSize: Int64?
+        if response.status == 405 || response.status == 501 {
+            (rangeSize, response) = try sizeFromRange(url, file: file, easy: easy, walk: walk)
+        }
+        guard response.status == 200 || rangeSize != nil else { throw client.error(status: response.status, url: url, path: file) }
         // A file that redirects to a web page (a login page, a "file not available" page) would be listed with that
         // page's size and time, fetched, and installed in its place; so it cannot be listed, which keeps the
         // copy here and holds back removals. A page of its own (an .html file) may redirect to another page.
@@ -156,7 +161,7 @@ struct IndexLister: Sendable {
            !["html", "htm", "xhtml"].contains((String(decoding: file.name, as: UTF8.self) as NSString).pathExtension.lowercased()) {
             throw SourceError(.protocolViolation, "\(url) redirects to \(target), a web page (a login page?), not the file; nothing is fetched or removed in its place until the server sends the file: check username and password-file or token-file, or exclude it", path: file)
         }
-        guard let size = try response.headers["content-length"].flatMap({ Int64($0) }) ?? sizeFromRange(url, file: file, easy: easy, walk: walk) else {
+        guard let size = try rangeSize ?? response.headers["content-length"].flatMap({ Int64($0) }) ?? sizeFromRange(url, file: file, easy: easy, walk: walk).size else {
             throw SourceError(.protocolViolation, "HEAD and a one-byte GET of \(url) gave no size; cannot tell the file's size", path: file)
         }
         let mtime = response.headers["last-modified"].flatMap(HTTPDate.parse).map { FileTime(seconds: $0) } ?? .unknown
@@ -166,7 +171,8 @@ struct IndexLister: Sendable {
     /// Some servers (Apache for an empty file) answer HEAD without Content-Length; a GET of the first byte tells
     /// the size in its Content-Range (`bytes 0-0/N`, or `bytes */0` with 416 for an empty file). A server that
     /// ignores Range answers 200 with the whole file: its Content-Length is the size, and the body is not read.
-    private func sizeFromRange(_ url: String, file: RelativePath, easy: CurlEasy, walk: ListingWalk.Scope) throws -> Int64? {
+    /// And the answer, whose headers (Last-Modified, ETag, Content-Type) stand for a HEAD's.
+    private func sizeFromRange(_ url: String, file: RelativePath, easy: CurlEasy, walk: ListingWalk.Scope) throws -> (size: Int64?, response: CurlEasy.Response) {
         let response: CurlEasy.Response
         do {
             response = try client.send(with: easy, cancelled: { walk.isStopped }, makeRequest: {
@@ -174,24 +180,24 @@ struct IndexLister: Sendable {
             }, decide: { status, headers in
                 // Why stop here: the whole file follows a 200, which the listing must not download (nor refuse
                 // as a body over its one-byte bound, which made the file unreadable and held back every removal).
-                if status == 200 { throw WholeFileAnswered(length: headers["content-length"].flatMap { Int64($0) }) }
+                if status == 200 { throw WholeFileAnswered(headers: headers) }
                 return false
             })
         } catch let answered as WholeFileAnswered {
-            guard let length = answered.length else {
+            guard let length = answered.headers["content-length"].flatMap({ Int64($0) }) else {
                 throw SourceError(.protocolViolation, "\(url) states no size: HEAD gave no Content-Length, and a one-byte GET was answered with the whole file and no Content-Length either; nothing is removed until the server states it", path: file)
             }
-            return length
+            return (length, CurlEasy.Response(status: 200, headers: answered.headers, body: []))
         }
         switch response.status {
-        case 206, 416: return response.headers["content-range"].flatMap { $0.split(separator: "/").last }.flatMap { Int64($0) }
+        case 206, 416: return (response.headers["content-range"].flatMap { $0.split(separator: "/").last }.flatMap { Int64($0) }, response)
         default: throw client.error(status: response.status, url: url, path: file)
         }
     }
 
     /// The one-byte GET was answered with the whole file (the server ignores Range): stops that transfer before
-    /// its body, with the size the headers gave.
+    /// its body, with the headers it gave.
     private struct WholeFileAnswered: Error {
-        var length: Int64?
+        var headers: HTTPHeaders
     }
 }

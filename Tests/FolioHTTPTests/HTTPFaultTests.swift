@@ -145,6 +145,17 @@ final class HTTPFaultTests: XCTestCase {
         XCTAssertFalse(snapshot.isComplete)
     }
 
+    /// A server that answers HEAD with 405 is asked for a file's first byte instead, whose headers give its size
+    /// and time; every file failed to list ("answered HTTP 405, which Folio did not expect here").
+    func testAServerRefusingHEADIsListedByAOneByteGET() async throws {
+        let stub = try StubServer()
+        let snapshot = try await source(stub.url("no-head")).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.issues.map(\.description), [])
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["a.txt"])
+        XCTAssertEqual(snapshot.entries.first?.size, 5)
+        XCTAssertEqual(snapshot.entries.first?.mtime.seconds, 1795320000, "Sun, 22 Nov 2026 04:00:00 GMT")
+    }
+
     /// A file whose HEAD is answered 503 after every retry fails alone, as a 500 does; it failed the whole run.
     func testAFileAnsweringServiceUnavailableFailsAlone() async throws {
         let stub = try StubServer()

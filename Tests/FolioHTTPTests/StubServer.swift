@@ -133,7 +133,7 @@ class Handler(BaseHTTPRequestHandler):
                     '<D:propstat><D:prop><D:resourcetype/><D:getcontentlength>5</D:getcontentlength></D:prop>'
                     '<D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response></D:multistatus>').encode()
             return self.send(207, body, [("Content-Type", "application/xml")])
-        if scenario in ("index-badlink", "range-overrun", "go-listing", "welcome-sub", "login-redirect", "busy-file"):
+        if scenario in ("index-badlink", "range-overrun", "go-listing", "welcome-sub", "login-redirect", "busy-file", "no-head"):
             return self.send(405, b"no WebDAV here")
         if scenario not in LISTINGS:
             return self.send(404, b"not found")
@@ -202,6 +202,17 @@ class Handler(BaseHTTPRequestHandler):
             if self.path == "/go-listing/index.html":
                 return self.send(301, b"", [("Location", "./")])
             return self.send(200, b"hello", [("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
+        if scenario == "no-head":
+            # An index page without sizes, from a server that answers HEAD with 405 and GET (Range too) as usual.
+            if self.path == "/no-head/":
+                page = b'<html><head><title>Index of /no-head/</title></head><body><a href="a.txt">a.txt</a></body></html>'
+                return self.send(200, page, [("Content-Type", "text/html")])
+            if self.command == "HEAD":
+                return self.send(405, b"", [("Allow", "GET")])
+            modified = ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")
+            if self.headers.get("Range") == "bytes=0-0":
+                return self.send(206, b"h", [("Content-Range", "bytes 0-0/5"), modified])
+            return self.send(200, b"hello", [modified])
         if scenario == "busy-file":
             # An index page without sizes (HEAD asks), whose b.txt answers 503 every time, at once.
             if self.path == "/busy-file/":
