@@ -179,7 +179,7 @@ public struct SyncEngine: Sendable {
         report.issues += plan.skipped
         for line in ListingIssue.notices(plan.skipped) { events.emit(.notice(target: name, message: line)) }
         if plan.withheldRemovals > 0 {
-            events.emit(.notice(target: name, message: "the listing was incomplete, so nothing was removed (\(plan.withheldRemovals) removals held back until a complete listing)"))
+            events.emit(.notice(target: name, message: "the listing was incomplete, so nothing was removed (\(plan.withheldRemovals == 1 ? "1 removal" : "\(plan.withheldRemovals) removals") held back until a complete listing)"))
         }
         events.emit(.planned(target: name, summary: SyncEvent.PlanSummary(
             downloads: plan.downloads.count, downloadBytes: plan.downloadBytes, removals: plan.removedEntryCount,

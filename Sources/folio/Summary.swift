@@ -69,7 +69,9 @@ enum Summary {
             let held = report.withheldRemovals > 0 ? ", and \(CountText.of(report.withheldRemovals, "removal")) held back" : ""
             let one = unread.count == 1
             let what = one ? "a part of the source could not be listed (\(first))" : "\(unread.count) parts of the source could not be listed (first: \(first))"
-            lines.append("\(name): \(what); nothing there was copied or removed\(held); fix \(one ? "its" : "their") permissions on the source or exclude \(one ? "it" : "them"); the next run tries again")
+            // Why not one fix for all: the cause is a permission, a server's error or a page that is no listing,
+            // and each issue's own line above says what to do about it.
+            lines.append("\(name): \(what); nothing there was copied or removed\(held); fix \(one ? "it" : "them") at the source as said above, or exclude \(one ? "it" : "them"); the next run tries again")
         } else if report.withheldRemovals > 0 {
             lines.append("\(name): \(CountText.of(report.withheldRemovals, "removal")) held back because part of the source could not be listed; fix the listing errors above")
         }

@@ -578,7 +578,7 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(try String(contentsOfFile: work.path("dst/a.txt"), encoding: .utf8), "a")
         XCTAssertTrue(FileManager.default.fileExists(atPath: work.path("dst/gone.txt")), "nothing removed on an incomplete listing")
         let target = "mirror:\(work.path("dst"))"
-        XCTAssertTrue(outcome.stdoutLines.contains("\(target): a part of the source could not be listed (cannot list locked: Permission denied); nothing there was copied or removed, and 1 removal held back; fix its permissions on the source or exclude it; the next run tries again"),
+        XCTAssertTrue(outcome.stdoutLines.contains("\(target): a part of the source could not be listed (cannot list locked: Permission denied); nothing there was copied or removed, and 1 removal held back; fix it at the source as said above, or exclude it; the next run tries again"),
                       "\(outcome.stdoutLines)")
 
         // The next run has nothing else to do: it still says so, and scripts and status count it as failed.
