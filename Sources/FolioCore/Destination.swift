@@ -31,6 +31,10 @@ public final class Destination: Sendable {
     /// filesystem that keeps case refuses them) and only by a run that writes.
     public let refusedNameBytes: Set<UInt8>
     public let refusesNonUTF8Names: Bool
+    /// The times this filesystem keeps, where they are limited (FAT's and exFAT's: `KeptTimeRange.fat`); nil
+    /// where they are not. Known from the filesystem's type, not probed: exfat-fuse shows the time set, unclamped,
+    /// until the drive is mounted again.
+    public let timeRange: KeptTimeRange?
 
     /// Opens (and with `create`, makes) the destination and its `.folio` folders.
     public init(path: String, create: Bool) throws(SourceError) {
@@ -71,6 +75,7 @@ public final class Destination: Sendable {
         timePrecision = precision
         ignoresCase = foldsCase
         (refusedNameBytes, refusesNonUTF8Names) = refused
+        timeRange = foldsCase && FileSystemType(of: root).keepsFATTimes ? .fat : nil
         rootFD = root
         takesDirectIO = FileSystemType(of: root).takesDirectIO
         partialFD = partial

@@ -8,6 +8,9 @@ struct FileSystemType: Equatable {
     static let xfs = FileSystemType(magic: 0x5846_5342)
     static let btrfs = FileSystemType(magic: 0x9123_683E)
     static let f2fs = FileSystemType(magic: 0xF2F5_2010)
+    static let msdos = FileSystemType(magic: 0x4D44)  // FAT12/16/32 (vfat)
+    static let exfat = FileSystemType(magic: 0x2011_BAB0)
+    static let fuseblk = FileSystemType(magic: 0x6573_5546)  // every FUSE filesystem: exfat-fuse among them
 
     init(magic: UInt) { self.magic = magic }
 
@@ -18,6 +21,10 @@ struct FileSystemType: Equatable {
     /// well. Elsewhere it can cost more than it saves (over NFS each direct write waits for the server's commit;
     /// FUSE and ZFS may not honour it).
     var takesDirectIO: Bool { [.ext4, .xfs, .btrfs, .f2fs].contains(self) }
+
+    /// Whether this may be FAT or exFAT, whose times run from 1980 to 2107: asked only of a filesystem that ignores
+    /// case, so a FUSE one is most likely exfat-fuse (ntfs-3g keeps case).
+    var keepsFATTimes: Bool { [.msdos, .exfat, .fuseblk].contains(self) }
 
     /// Whether a copy within this file system can share the original's blocks (`copy_file_range` is then a
     /// reflink: instant, and free of space).

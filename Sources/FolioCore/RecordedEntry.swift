@@ -53,10 +53,11 @@ public struct RecordedEntry: Sendable, Hashable {
 
     /// Whether the local item is still exactly what Folio left there.
     /// A folder counts as left as written while it is the same folder: its mtime moves with its content.
-    public func isLeftAsWritten(_ item: LocalItem) -> Bool {
+    /// `timeRange`: the destination's (`Destination.timeRange`), whose clamping of a time Folio set is no change.
+    public func isLeftAsWritten(_ item: LocalItem, timeRange: KeptTimeRange? = nil) -> Bool {
         guard item.inode == localInode else { return false }
         if kind == .folder { return item.kind == .folder }
-        return item.kind == .file && item.mtime == localMtime && item.size == size
+        return item.kind == .file && (item.mtime == localMtime || timeRange?.keeps(localMtime, as: item.mtime) == true) && item.size == size
     }
 
     /// Whether the source entry is the version that was copied.

@@ -162,8 +162,9 @@ public struct SyncEngine: Sendable {
         }
 
         let digest = TreeDigest.of(snapshot)
-        let localPrecision = destination?.timePrecision ?? .nanosecond
-        if snapshot.isComplete, !options.dryRun, try state.sourceDigest(of: name) == digest, Self.matches(snapshot, local.items, localPrecision: localPrecision) {
+        let localPrecision = destination?.timePrecision ?? .nanosecond, localTimeRange = destination?.timeRange
+        if snapshot.isComplete, !options.dryRun, try state.sourceDigest(of: name) == digest,
+           Self.matches(snapshot, local.items, localPrecision: localPrecision, localTimeRange: localTimeRange) {
             report.result = .unchanged
             if let destination { tell(await Blocking.run { destination.tidy(trashDays: target.trashDays) }, target: target) }
             return digest
@@ -174,7 +175,7 @@ public struct SyncEngine: Sendable {
         _ = folio_return_free_pages_to_system()
         let record = try state.record(of: name, sharingPathsWith: snapshot)
         let plan = SyncPlanner.plan(remote: snapshot, local: local.items, record: record, removalsAllowed: snapshot.isComplete,
-                                      localPrecision: localPrecision, leftAlone: local.leftAlone)
+                                      localPrecision: localPrecision, localTimeRange: localTimeRange, leftAlone: local.leftAlone)
         report.withheldRemovals = plan.withheldRemovals
         report.issues += plan.skipped
         for line in ListingIssue.notices(plan.skipped) { events.emit(.notice(target: name, message: line)) }
@@ -386,15 +387,18 @@ public struct SyncEngine: Sendable {
     /// Whether the destination already holds exactly the snapshot (paths, kinds, sizes, mtimes at the source's
     /// precision, or the destination's where coarser): with an unchanged source digest, this is a no-change run
     /// that needs no record.
-    static func matches(_ snapshot: Snapshot, _ local: [LocalItem], localPrecision: TimePrecision) -> Bool {
+    static func matches(_ snapshot: Snapshot, _ local: [LocalItem], localPrecision: TimePrecision, localTimeRange: KeptTimeRange? = nil) -> Bool {
         guard snapshot.entries.count == local.count else { return false }
+        func sameTime(_ entry: Entry, _ item: LocalItem) -> Bool {
+            KeptTimeRange.matches(entry.mtime, entry.precision, kept: item.mtime, precision: localPrecision, range: localTimeRange)
+        }
         for (entry, item) in zip(snapshot.entries, local) {
             guard entry.path == item.path else { return false }
             switch (entry.kind, item.kind) {
             case (.file, .file):
-                guard entry.size == item.size, FileTime.equal(entry.mtime, entry.precision, item.mtime, localPrecision) else { return false }
+                guard entry.size == item.size, sameTime(entry, item) else { return false }
             case (.folder, .folder):
-                guard !entry.mtime.isKnown || FileTime.equal(entry.mtime, entry.precision, item.mtime, localPrecision) else { return false }
+                guard !entry.mtime.isKnown || sameTime(entry, item) else { return false }
             default:
                 return false
             }

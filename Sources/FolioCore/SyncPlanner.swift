@@ -17,8 +17,10 @@ public enum SyncPlanner {
     ///   - leftAlone: what the destination's scan left in place unlisted: the folders holding it stay, and no
     ///     source file takes the place of an excluded folder.
     public static func plan(remote: Snapshot, local: [LocalItem], record: RecordedTree, removalsAllowed: Bool,
-                            localPrecision: TimePrecision = .nanosecond, leftAlone: LeftAlone = LeftAlone()) -> SyncPlan {
-        var merge = Merge(record: record, removalsAllowed: removalsAllowed, localPrecision: localPrecision, leftAlone: leftAlone)
+                            localPrecision: TimePrecision = .nanosecond, localTimeRange: KeptTimeRange? = nil,
+                            leftAlone: LeftAlone = LeftAlone()) -> SyncPlan {
+        var merge = Merge(record: record, removalsAllowed: removalsAllowed, localPrecision: localPrecision, localTimeRange: localTimeRange,
+                          leftAlone: leftAlone)
         merge.run(remote: remote.entries, local: local)
         return merge.finish(remote: remote, local: local)
     }
@@ -29,6 +31,7 @@ private struct Merge {
     let record: RecordedTree
     let removalsAllowed: Bool
     let localPrecision: TimePrecision
+    let localTimeRange: KeptTimeRange?
     let leftAlone: LeftAlone
     var plan = SyncPlan()
     /// Index in `plan.removals` of the folder whose subtree the local cursor is in, if any.
@@ -38,10 +41,11 @@ private struct Merge {
     /// The last folder kept for what it holds (see `remove`): the folders kept inside it need no line of their own.
     var keptHolder: RelativePath?
 
-    init(record: RecordedTree, removalsAllowed: Bool, localPrecision: TimePrecision, leftAlone: LeftAlone) {
+    init(record: RecordedTree, removalsAllowed: Bool, localPrecision: TimePrecision, localTimeRange: KeptTimeRange?, leftAlone: LeftAlone) {
         self.record = record
         self.removalsAllowed = removalsAllowed
         self.localPrecision = localPrecision
+        self.localTimeRange = localTimeRange
         self.leftAlone = leftAlone
     }
 
@@ -153,7 +157,13 @@ private struct Merge {
 
     private func hasLocalChanges(_ item: LocalItem) -> Bool {
         guard let recorded = record[item.path] else { return true }
-        return !recorded.isLeftAsWritten(item)
+        return !recorded.isLeftAsWritten(item, timeRange: localTimeRange)
+    }
+
+    /// Whether the local item has the source entry's time, as the destination keeps it: at its precision, and
+    /// clamped to its range.
+    private func hasSourceTime(_ entry: Entry, _ item: LocalItem) -> Bool {
+        KeptTimeRange.matches(entry.mtime, entry.precision, kept: item.mtime, precision: localPrecision, range: localTimeRange)
     }
 
     @discardableResult
@@ -196,14 +206,14 @@ private struct Merge {
         let recorded = record[entry.path]
         switch (entry.kind, item.kind) {
         case (.folder, .folder):
-            if entry.mtime.isKnown, !FileTime.equal(entry.mtime, entry.precision, item.mtime, localPrecision) {
+            if entry.mtime.isKnown, !hasSourceTime(entry, item) {
                 plan.folderTimes.append(entry)
             } else if recorded == nil || recorded?.describesSameVersion(as: entry) == false || recorded?.localInode != item.inode {
                 plan.recordUpdates.append(RecordedEntry(entry, local: item))
             }
         case (.file, .file):
-            let sameShape = entry.size == item.size && FileTime.equal(entry.mtime, entry.precision, item.mtime, localPrecision)
-            let leftAsWritten = recorded?.isLeftAsWritten(item) ?? false
+            let sameShape = entry.size == item.size && hasSourceTime(entry, item)
+            let leftAsWritten = recorded?.isLeftAsWritten(item, timeRange: localTimeRange) ?? false
             if sameShape {
                 if let recorded, leftAsWritten, Self.sourceMovedOn(entry, from: recorded) {
                     // Same size and time here, but the source is not at the version Folio wrote: a new ETag or

@@ -102,6 +102,28 @@ final class CaseInsensitiveDestinationTests: XCTestCase {
         for shard in shards { XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination + "/.folio/partial/" + shard), [], shard) }
     }
 
+    /// A file dated 1970 is kept as 1980-01-01 on exFAT. exfat-fuse shows the time Folio set until the drive is
+    /// mounted again; after that, the clamped time is neither a local change (the file went to the trash and was
+    /// fetched again at every replug) nor a reason to fetch the file again.
+    func testATimeBefore1980IsKeptClampedWithoutChurnAcrossAReplug() async throws {
+        let served = TemporaryDirectory("old-times")
+        FixtureTree.write(served.path, "old.txt", "from 1970", mtime: (0, 0))
+        FixtureTree.write(served.path, "new.txt", "from 2023", mtime: (1_700_000_000, 0))
+        let destination = mountPoint + "/mirror"
+        let target = TargetConfig(name: "t", source: served.path, destination: destination)
+        let engine = SyncEngine(state: MemoryStateStore(), events: EventRecorder())
+        let first = await engine.run(target, source: LocalSource(rootPath: served.path), options: .init(trigger: .manual))
+        XCTAssertEqual(first.downloaded, 2, first.error ?? "")
+        for _ in 0..<2 {
+            try image!.remount()
+            let next = await engine.run(target, source: LocalSource(rootPath: served.path), options: .init(trigger: .manual))
+            XCTAssertEqual(next.result, .unchanged, "\(next)")
+            XCTAssertEqual(next.trashed + next.downloaded + next.updated, 0, "\(next)")
+        }
+        XCTAssertEqual(try String(contentsOfFile: destination + "/old.txt", encoding: .utf8), "from 1970")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination + "/.folio/trash"), [])
+    }
+
     /// exFAT takes Greek final sigma for sigma, a pair the check before the run leaves alone (their upper cases
     /// agree, their lower cases do not): the second name to arrive fails with a line on every run, and neither is
     /// traded for the other or put in the trash.

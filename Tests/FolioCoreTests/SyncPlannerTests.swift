@@ -9,8 +9,9 @@ final class SyncPlannerTests: XCTestCase {
         var local: [LocalItem]
         var record: [RecordedEntry] = []
         var complete = true
-        /// How finely the destination keeps times.
+        /// How finely the destination keeps times, and which.
         var localPrecision = TimePrecision.nanosecond
+        var localTimeRange: KeptTimeRange?
         /// What the destination's scan left in place unlisted: excluded entries, and folders holding a name it
         /// could not list.
         var excluded: [String] = []
@@ -82,6 +83,18 @@ final class SyncPlannerTests: XCTestCase {
             Case(name: "a file the source gives no time, unchanged by its ETag, is left as is (no time to set, nothing for a hook)",
                  remote: [file("a", mtime: FileTime.unknown.nanoseconds, validator: "e")], local: [item("a")],
                  record: [rec("a", mtime: FileTime.unknown.nanoseconds, validator: "e")], expected: ["unchanged 1"]),
+            // 1970 and 2200 at the source; FAT and exFAT keep 1980-01-01 and 2107-12-31 (exfat-fuse: 2071-12-31).
+            Case(name: "a file dated before 1980, on FAT or exFAT, is kept clamped and left as is",
+                 remote: [file("a", mtime: 0), file("b", mtime: 7_258_118_400_000_000_000)],
+                 local: [item("a", mtime: 315_532_800_000_000_000), item("b", mtime: 3_218_832_000_000_000_000)],
+                 record: [rec("a", mtime: 0, localMtime: 315_532_800_000_000_000), rec("b", mtime: 7_258_118_400_000_000_000, localMtime: 3_218_832_000_000_000_000)],
+                 localPrecision: .twoSeconds, localTimeRange: .fat, expected: ["unchanged 2"]),
+            Case(name: "a time Folio set and exfat-fuse clamped only at the next mount is no local change",
+                 remote: [file("a", mtime: 0)], local: [item("a", mtime: 315_532_800_000_000_000)], record: [rec("a", mtime: 0, localMtime: 0)],
+                 localPrecision: .second, localTimeRange: .fat, expected: ["unchanged 1"]),
+            Case(name: "without the range, the clamped file is fetched again",
+                 remote: [file("a", mtime: 0)], local: [item("a", mtime: 315_532_800_000_000_000)], record: [rec("a", mtime: 0, localMtime: 315_532_800_000_000_000)],
+                 localPrecision: .second, expected: ["get a replace"]),
             Case(name: "a folder with an unknown time is left as is", remote: [folder("d", mtime: FileTime.unknown.nanoseconds)], local: [item("d", kind: .folder)],
                  record: [rec("d", kind: .folder, mtime: FileTime.unknown.nanoseconds)], expected: []),
             Case(name: "removals deepest first, folders shallowest first",
@@ -147,7 +160,7 @@ final class SyncPlannerTests: XCTestCase {
             let leftAlone = LeftAlone(excluded: row.excluded.map { path($0) },
                                       holdingUnlisted: row.holdingUnlisted.map { path($0) })
             let plan = SyncPlanner.plan(remote: snapshot, local: local, record: record, removalsAllowed: snapshot.isComplete,
-                                        localPrecision: row.localPrecision, leftAlone: leftAlone)
+                                        localPrecision: row.localPrecision, localTimeRange: row.localTimeRange, leftAlone: leftAlone)
             XCTAssertEqual(describe(plan), row.expected, row.name)
         }
     }

@@ -14,6 +14,8 @@ public final class MountedImage {
     }
 
     public let mountPoint: String
+    private let image: String
+    private let mounting: Mounting
     private var loopDevice: String?
     private var mounted = false
 
@@ -22,6 +24,8 @@ public final class MountedImage {
     public init(in scratch: TemporaryDirectory, megabytes: Int, mkfs: [String], mounting: Mounting) throws {
         guard getuid() == 0 else { throw XCTSkip("mounting a filesystem image needs root") }
         let image = scratch.path("fs.img")
+        self.image = image
+        self.mounting = mounting
         mountPoint = scratch.path("mnt")
         try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
         guard FileManager.default.createFile(atPath: image, contents: nil), truncate(image, off_t(megabytes) << 20) == 0 else {
@@ -41,6 +45,24 @@ public final class MountedImage {
         } catch {
             detach()
             throw XCTSkip("cannot mount a filesystem image here: \(error)")
+        }
+    }
+
+    /// Unmounts and mounts the image again, as a drive unplugged and plugged back in: what a filesystem keeps
+    /// in memory only (exfat-fuse's times as set) is gone.
+    public func remount() throws {
+        // A worker thread of the last run may still be letting go of its descriptors: "target is busy" for a moment.
+        for attempt in 1... {
+            do {
+                try LoopbackServer.run("umount", [mountPoint])
+                break
+            } catch where attempt < 50 {
+                usleep(100_000)
+            }
+        }
+        switch mounting {
+        case .loop: try LoopbackServer.run("mount", ["-o", "loop", image, mountPoint])
+        case .fuse(let helper): try LoopbackServer.run(helper, [loopDevice ?? image, mountPoint])
         }
     }
 
