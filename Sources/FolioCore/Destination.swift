@@ -27,8 +27,8 @@ public final class Destination: Sendable {
     /// Windows server, ext4 with casefold): two such source names cannot both be mirrored here (`CaseClashes`).
     public let ignoresCase: Bool
     /// Of the bytes Windows refuses in a name (`"*:<>?\|`), those this filesystem refuses too, and whether it
-    /// refuses a name that is not UTF-8 (exFAT, FAT): `UnholdableNames`. Probed only where case is ignored (no
-    /// filesystem that keeps case refuses them) and only by a run that writes.
+    /// refuses a name that is not UTF-8 (exFAT, FAT): `UnholdableNames`. Probed only where case is ignored (the
+    /// filesystems that refuse them do; ntfs3's `windows_names` aside) and only by a run that writes.
     public let refusedNameBytes: Set<UInt8>
     public let refusesNonUTF8Names: Bool
     /// The times this filesystem keeps, where they are limited (FAT's and exFAT's: `KeptTimeRange.fat`); nil
