@@ -98,9 +98,10 @@ enum IndexPageParser {
     static func parseHTML(_ body: [UInt8]) -> [Link] {
         var links: [Link] = []
         let lower = body.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }
-        var index = 0
+        let block = listingBlock(lower)
+        var index = block.lowerBound
         let anchor = Array("<a ".utf8), hrefKey = Array("href=".utf8)
-        while let start = find(anchor, in: lower, from: index) {
+        while let start = find(anchor, in: lower, from: index), start < block.upperBound {
             guard let close = lower[start...].firstIndex(of: UInt8(ascii: ">")) else { break }
             index = close + 1
             guard let key = find(hrefKey, in: lower, from: start), key < close else { continue }
@@ -118,6 +119,22 @@ enum IndexPageParser {
             links.append(Link(href: href, isFolder: href.hasSuffix("/")))
         }
         return links
+    }
+
+    /// Where the listing is on a page that shows a folder's own HTML around it: Apache's `HeaderName` and
+    /// `ReadmeName` (Debian's default shows a folder's HEADER.html above the listing and README.html below it) and
+    /// lighttpd's readme. Their links are the author's, not the folder's: read as entries, a link to `docs/`
+    /// made a folder that does not exist, failing every run. From the listing's first mark (Apache's sort links,
+    /// or a "Parent Directory" link) to the end of the table, `<pre>` or list holding it; the whole page where
+    /// there is no such mark (nginx's, Python's).
+    private static func listingBlock(_ lower: [UInt8]) -> Range<Int> {
+        let marks = ["?c=n;o=", "parent directory</a>"].compactMap { find(Array($0.utf8), in: lower, from: 0) }
+        guard let mark = marks.min() else { return 0..<lower.count }
+        // From the link that holds the mark: the parent's link is the listing's first.
+        let anchor = Array("<a ".utf8)
+        let start = (0...max(0, mark - anchor.count)).reversed().first { lower[$0..<$0 + anchor.count].elementsEqual(anchor) } ?? mark
+        let ends = ["</table>", "</pre>", "</ul>"].compactMap { find(Array($0.utf8), in: lower, from: start) }
+        return start..<(ends.min() ?? lower.count)
     }
 
     private static func find(_ needle: [UInt8], in haystack: [UInt8], from start: Int) -> Int? {

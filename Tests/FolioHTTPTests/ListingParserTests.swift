@@ -36,6 +36,24 @@ final class ListingParserTests: XCTestCase {
         XCTAssertEqual(links.map(\.isFolder), [true, false])
     }
 
+    /// Debian's Apache shows a folder's HEADER.html above its listing and README.html below it; their links are
+    /// not entries (a README's link to `docs/` made a folder that does not exist, and failed every run). Three
+    /// layouts: HTMLTable, FancyIndexing's `<pre>`, and the plain list.
+    func testApacheHeaderAndReadmeLinksAreNotEntries() {
+        let header = #"<h2>Release files</h2><p>See <a href="old-release.tar.gz">the old release</a>.</p>"#
+        let readme = #"<p>Docs are in <a href="docs/">docs</a>; start with <a href="file1.txt">file1.txt</a>.</p><address>Apache/2.4.62 (Debian)</address>"#
+        let pages = [
+            #"<table><tr><th><a href="?C=N;O=D">Name</a></th></tr><tr><td><a href="/r/">Parent Directory</a></td></tr><tr><td><a href="file1.txt">file1.txt</a></td></tr><tr><td><a href="sub/">sub/</a></td></tr></table>"#,
+            #"<pre><a href="?C=N;O=D">Name</a> <a href="?C=M;O=A">Last modified</a><hr><a href="/r/">Parent Directory</a>  -\#n"#
+                + #"<a href="file1.txt">file1.txt</a>  12-Jan-2026 10:00  1.2K\#n<a href="sub/">sub/</a>  12-Jan-2026 10:00  -\#n<hr></pre>"#,
+            #"<ul><li><a href="/r/"> Parent Directory</a></li><li><a href="file1.txt"> file1.txt</a></li><li><a href="sub/"> sub/</a></li></ul>"#,
+        ]
+        for page in pages {
+            let links = IndexPageParser.parseHTML(Array((header + page + readme).utf8))
+            XCTAssertEqual(links.map(\.href), ["/r/", "file1.txt", "sub/"], page)
+        }
+    }
+
     func testNginxJSONIndex() throws {
         let json = #"[{ "name":"d", "type":"directory", "mtime":"Sun, 22 Nov 2026 04:45:58 GMT" }, { "name":"a b#.txt", "type":"file", "mtime":"Sun, 22 Nov 2026 04:45:58 GMT", "size":2 }, { "name":"l", "type":"other" }]"#
         let links = try IndexPageParser.parse(Array(json.utf8), contentType: "application/json")
