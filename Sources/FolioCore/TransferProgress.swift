@@ -10,6 +10,9 @@ public final class TransferProgress: Sendable {
     private let cancelled = Atomic<Bool>(false)
     private let active = Mutex<[RelativePath]>([])
     private let pacer = Mutex<BandwidthPacer?>(nil)
+    /// Whether `pacer` is set. Why apart: every chunk of every download asks, and without a limit (nearly every
+    /// run) the answer must not cost the workers a shared lock.
+    private let limited = Atomic<Bool>(false)
 
     /// Counters at zero, nothing in flight, not cancelled.
     public init() {}
@@ -33,19 +36,22 @@ public final class TransferProgress: Sendable {
     /// Holds this run's downloads, all together, within `limit` from now on (nil: no limit).
     public func limitBandwidth(_ limit: BandwidthLimit?) {
         pacer.withLock { $0 = limit.map { BandwidthPacer($0, now: .now) } }
+        limited.store(limit != nil, ordering: .relaxed)
     }
 
     /// Under a bandwidth limit, the most a source should read at once (a tenth of a second of the limit, at least
     /// 16 KiB), so that the run's traffic stays smooth rather than bursts of a whole read-ahead at full speed; nil
     /// without a limit.
     public var largestPacedRead: Int? {
-        pacer.withLock { pacer in pacer.map { max(16 << 10, Int($0.bytesPerSecond / 10)) } }
+        guard limited.load(ordering: .relaxed) else { return nil }
+        return pacer.withLock { pacer in pacer.map { max(16 << 10, Int($0.bytesPerSecond / 10)) } }
     }
 
     /// Charges `count` bytes just received to the run's bandwidth limit: how long their worker waits before it
     /// reads on (zero without a limit).
     func pace(_ count: Int) -> Duration {
-        pacer.withLock { pacer in pacer == nil ? .zero : pacer!.charge(count, at: .now) }
+        guard limited.load(ordering: .relaxed) else { return .zero }
+        return pacer.withLock { pacer in pacer == nil ? .zero : pacer!.charge(count, at: .now) }
     }
 
     func started(_ path: RelativePath) { active.withLock { $0.append(path) } }

@@ -11,6 +11,14 @@ final class CaseInsensitiveDestinationTests: XCTestCase {
     var scratch: TemporaryDirectory!
     var image: MountedImage?
     var mountPoint: String { image!.mountPoint }
+    /// Where every test mirrors: a folder on the exFAT image.
+    var destination: String { mountPoint + "/mirror" }
+
+    /// One run of `served` into `destination`, as target "t".
+    private func mirror(_ served: TemporaryDirectory, with engine: SyncEngine) async -> RunReport {
+        await engine.run(TargetConfig(name: "t", source: served.path, destination: destination), source: LocalSource(rootPath: served.path),
+                         options: .init(trigger: .manual))
+    }
 
     override func setUpWithError() throws {
         scratch = TemporaryDirectory("case-insensitive")
@@ -33,12 +41,10 @@ final class CaseInsensitiveDestinationTests: XCTestCase {
         let files = ["A.txt": "upper", "a.txt": "lower", "Sub/x": "in Sub", "sub/y": "in sub", "plain.txt": "plain"]
         for (name, content) in files { FixtureTree.write(served.path, name, content, mtime: mtime) }
         for folder in ["Sub", "sub"] { FixtureTree.setMtime(served.path(folder), mtime) }
-        let destination = mountPoint + "/mirror"
-        let target = TargetConfig(name: "t", source: served.path, destination: destination)
         let events = EventRecorder()
         let engine = SyncEngine(state: MemoryStateStore(), events: events)
 
-        let first = await engine.run(target, source: LocalSource(rootPath: served.path), options: .init(trigger: .manual))
+        let first = await mirror(served, with: engine)
         XCTAssertEqual(first.result, .synced, first.error ?? "")
         XCTAssertEqual(first.downloaded, 3)
         XCTAssertEqual(try String(contentsOfFile: destination + "/A.txt", encoding: .utf8), "upper")
@@ -52,7 +58,7 @@ final class CaseInsensitiveDestinationTests: XCTestCase {
         XCTAssertTrue(events.notices.contains(first.issues.first?.description ?? "no issue"), "the line reaches the console")
 
         for _ in 0..<2 {
-            let next = await engine.run(target, source: LocalSource(rootPath: served.path), options: .init(trigger: .manual))
+            let next = await mirror(served, with: engine)
             XCTAssertEqual(next.result, .unchanged, next.error ?? "")
             XCTAssertEqual(next.trashed + next.downloaded + next.updated + next.removed, 0, "\(next)")
         }
@@ -61,7 +67,7 @@ final class CaseInsensitiveDestinationTests: XCTestCase {
         // Once A.txt is gone from the source, a.txt is mirrored: the old copy goes to the trash first, then the
         // new name is written (a rename by case only, on a filesystem where both are one name).
         XCTAssertEqual(unlink(served.path("A.txt")), 0)
-        let renamed = await engine.run(target, source: LocalSource(rootPath: served.path), options: .init(trigger: .manual))
+        let renamed = await mirror(served, with: engine)
         XCTAssertEqual(renamed.result, .synced, renamed.error ?? "")
         XCTAssertEqual(renamed.removed, 1)
         XCTAssertEqual(renamed.downloaded, 1)
@@ -84,11 +90,9 @@ final class CaseInsensitiveDestinationTests: XCTestCase {
         let fd = CString.with(raw) { open($0, O_WRONLY | O_CREAT, 0o644) }
         XCTAssertGreaterThanOrEqual(fd, 0)
         close(fd)
-        let destination = mountPoint + "/mirror"
-        let target = TargetConfig(name: "t", source: served.path, destination: destination)
         let engine = SyncEngine(state: MemoryStateStore(), events: EventRecorder())
         for _ in 0..<2 {
-            let run = await engine.run(target, source: LocalSource(rootPath: served.path), options: .init(trigger: .manual))
+            let run = await mirror(served, with: engine)
             XCTAssertTrue(run.result == .synced || run.result == .unchanged, run.error ?? "")
             XCTAssertEqual(run.failures.count, 0, "\(run.failures)")
             XCTAssertEqual(run.issues.map(\.description), [
@@ -109,14 +113,12 @@ final class CaseInsensitiveDestinationTests: XCTestCase {
         let served = TemporaryDirectory("old-times")
         FixtureTree.write(served.path, "old.txt", "from 1970", mtime: (0, 0))
         FixtureTree.write(served.path, "new.txt", "from 2023", mtime: (1_700_000_000, 0))
-        let destination = mountPoint + "/mirror"
-        let target = TargetConfig(name: "t", source: served.path, destination: destination)
         let engine = SyncEngine(state: MemoryStateStore(), events: EventRecorder())
-        let first = await engine.run(target, source: LocalSource(rootPath: served.path), options: .init(trigger: .manual))
+        let first = await mirror(served, with: engine)
         XCTAssertEqual(first.downloaded, 2, first.error ?? "")
         for _ in 0..<2 {
             try image!.remount()
-            let next = await engine.run(target, source: LocalSource(rootPath: served.path), options: .init(trigger: .manual))
+            let next = await mirror(served, with: engine)
             XCTAssertEqual(next.result, .unchanged, "\(next)")
             XCTAssertEqual(next.trashed + next.downloaded + next.updated, 0, "\(next)")
         }
@@ -131,12 +133,10 @@ final class CaseInsensitiveDestinationTests: XCTestCase {
         let served = TemporaryDirectory("case-source")
         FixtureTree.write(served.path, "aσ.txt", "sigma", mtime: (1_700_000_000, 0))
         FixtureTree.write(served.path, "aς.txt", "final sigma", mtime: (1_700_000_000, 0))
-        let destination = mountPoint + "/mirror"
-        let target = TargetConfig(name: "t", source: served.path, destination: destination)
         let engine = SyncEngine(state: MemoryStateStore(), events: EventRecorder())
         var held: [String] = []
         for run in 0..<3 {
-            let report = await engine.run(target, source: LocalSource(rootPath: served.path), options: .init(trigger: .manual))
+            let report = await mirror(served, with: engine)
             XCTAssertEqual(report.failures.count, 1, "run \(run): \(report.failures)")
             XCTAssertTrue(report.failures.first?.message.contains("a name there that differs from it only in case takes its place") == true, "\(report.failures)")
             XCTAssertEqual(report.trashed, 0, "run \(run)")
@@ -156,7 +156,6 @@ final class CaseInsensitiveDestinationTests: XCTestCase {
         source.setFile("k.txt", "from the source")
         source.setFile("locked/x", "unlisted")
         source.makeUnreadable("locked")
-        let destination = mountPoint + "/mirror"
         FixtureTree.write(destination, "K.txt", "written here")
         let target = TargetConfig(name: "t", source: "memory://", destination: destination)
         let engine = SyncEngine(state: MemoryStateStore(), events: EventRecorder())

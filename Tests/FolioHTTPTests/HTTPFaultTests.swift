@@ -12,6 +12,11 @@ final class HTTPFaultTests: XCTestCase {
         try HTTPSource(location: SourceLocation(parsing: url), settings: SourceSettings(), timeout: 5, transfers: 1)
     }
 
+    /// The stub's listing of `scenario`.
+    private func listing(of scenario: String, from stub: StubServer) async throws -> Snapshot {
+        try await source(stub.url(scenario)).snapshot(options: ListingOptions())
+    }
+
     private func snapshotError(_ url: String) async throws -> SourceError {
         do {
             let snapshot = try await source(url).snapshot(options: ListingOptions())
@@ -24,7 +29,7 @@ final class HTTPFaultTests: XCTestCase {
 
     func testRetryAfterPausesTheHostThenLists() async throws {
         let stub = try StubServer()
-        let snapshot = try await source(stub.url("ratelimit")).snapshot(options: ListingOptions())
+        let snapshot = try await listing(of: "ratelimit", from: stub)
         XCTAssertEqual(snapshot.entries.map(\.path.description), ["f.txt"])
         XCTAssertEqual(snapshot.entries.first?.validator, "\"r1\"")
         let propfinds = stub.requests.filter { $0["method"] as? String == "PROPFIND" }
@@ -101,7 +106,7 @@ final class HTTPFaultTests: XCTestCase {
     /// back every removal, not an entry left out without a word (its local copy then looked removed at the source).
     func testAnUnreadableChildLinkOnAnIndexPageHoldsBackRemovals() async throws {
         let stub = try StubServer()
-        let snapshot = try await source(stub.url("index-badlink")).snapshot(options: ListingOptions())
+        let snapshot = try await listing(of: "index-badlink", from: stub)
         XCTAssertEqual(snapshot.entries.map(\.path.description), ["ok.txt"])
         XCTAssertEqual(snapshot.issues.map(\.description), [
             "cannot list a%2Fb.txt: the index page's link has a bad %-escape or encodes / or NUL, so Folio cannot tell which file it names; nothing is removed until it can",
@@ -113,7 +118,7 @@ final class HTTPFaultTests: XCTestCase {
     /// http.FileServer) is a listing: the redirect is not taken for an index.html of the page's length.
     func testAnUntitledListingWhoseIndexHTMLRedirectsIsListed() async throws {
         let stub = try StubServer()
-        let snapshot = try await source(stub.url("go-listing")).snapshot(options: ListingOptions())
+        let snapshot = try await listing(of: "go-listing", from: stub)
         XCTAssertEqual(snapshot.issues.map(\.description), [])
         XCTAssertEqual(snapshot.entries.map(\.path.description), ["a.txt"])
         XCTAssertEqual(stub.requests.filter { $0["path"] as? String == "/go-listing/index.html" }.map { $0["method"] as? String }, ["HEAD"])
@@ -125,7 +130,7 @@ final class HTTPFaultTests: XCTestCase {
     /// no links) is still an empty folder.
     func testAFolderAnsweringWithAPageThatIsNotAListingHoldsBackRemovals() async throws {
         let stub = try StubServer()
-        let snapshot = try await source(stub.url("welcome-sub")).snapshot(options: ListingOptions())
+        let snapshot = try await listing(of: "welcome-sub", from: stub)
         XCTAssertEqual(snapshot.entries.map(\.path.description), ["empty", "sub"])
         XCTAssertEqual(snapshot.issues.map(\.description), [
             "cannot list sub: \(stub.url("welcome-sub"))sub/ answers with a page that is not a listing (no \"Index of\" title, no link to anything in the folder), so Folio cannot tell which files it holds; nothing is removed until it can: have the server list this folder (an HTML or JSON index, or WebDAV), or exclude it",
@@ -137,7 +142,7 @@ final class HTTPFaultTests: XCTestCase {
     /// and time, fetched, and the login page installed in the file's place, exit 0.
     func testAFileRedirectingToAWebPageIsNotListedAsThatPage() async throws {
         let stub = try StubServer()
-        let snapshot = try await source(stub.url("login-redirect")).snapshot(options: ListingOptions())
+        let snapshot = try await listing(of: "login-redirect", from: stub)
         XCTAssertEqual(snapshot.entries.map(\.path.description), [])
         XCTAssertEqual(snapshot.issues.map(\.description), [
             "cannot list b.txt: \(stub.url("login-redirect"))b.txt redirects to \(stub.url("login-redirect"))login.html, a web page (a login page?), not the file; nothing is fetched or removed in its place until the server sends the file: check username and password-file or token-file, or exclude it",
@@ -149,7 +154,7 @@ final class HTTPFaultTests: XCTestCase {
     /// and time; every file failed to list ("answered HTTP 405, which Folio did not expect here").
     func testAServerRefusingHEADIsListedByAOneByteGET() async throws {
         let stub = try StubServer()
-        let snapshot = try await source(stub.url("no-head")).snapshot(options: ListingOptions())
+        let snapshot = try await listing(of: "no-head", from: stub)
         XCTAssertEqual(snapshot.issues.map(\.description), [])
         XCTAssertEqual(snapshot.entries.map(\.path.description), ["a.txt"])
         XCTAssertEqual(snapshot.entries.first?.size, 5)
@@ -159,7 +164,7 @@ final class HTTPFaultTests: XCTestCase {
     /// A file whose HEAD is answered 503 after every retry fails alone, as a 500 does; it failed the whole run.
     func testAFileAnsweringServiceUnavailableFailsAlone() async throws {
         let stub = try StubServer()
-        let snapshot = try await source(stub.url("busy-file")).snapshot(options: ListingOptions())
+        let snapshot = try await listing(of: "busy-file", from: stub)
         XCTAssertEqual(snapshot.entries.map(\.path.description), ["a.txt"])
         XCTAssertEqual(snapshot.issues.count, 1)
         XCTAssertTrue(snapshot.issues.first?.description.hasPrefix("cannot list b.txt: \(stub.url("busy-file"))b.txt ") == true, "\(snapshot.issues)")
@@ -171,7 +176,7 @@ final class HTTPFaultTests: XCTestCase {
     /// was said to exceed "0 MiB for a listing".
     func testABodyOverItsBoundNamesTheRequestAndTheBound() async throws {
         let stub = try StubServer()
-        let snapshot = try await source(stub.url("range-overrun")).snapshot(options: ListingOptions())
+        let snapshot = try await listing(of: "range-overrun", from: stub)
         XCTAssertEqual(snapshot.entries.map(\.path.description), [])
         XCTAssertEqual(snapshot.issues.map(\.description), [
             "cannot list f.txt: GET \(stub.url("range-overrun"))f.txt answered more than 1 byte, the most Folio reads of that answer; refused",
@@ -188,7 +193,7 @@ final class HTTPFaultTests: XCTestCase {
 
     func testDuplicateHrefIsReportedAndKeptOnce() async throws {
         let stub = try StubServer()
-        let snapshot = try await source(stub.url("hostile-dup")).snapshot(options: ListingOptions())
+        let snapshot = try await listing(of: "hostile-dup", from: stub)
         XCTAssertEqual(snapshot.entries.map(\.path.description), ["f.txt"])
         XCTAssertEqual(snapshot.entries.first?.validator, "\"a\"")
         XCTAssertEqual(snapshot.issues, [ListingIssue(path: "f.txt", kind: .skipped("listed twice by the server; kept the first"))])
