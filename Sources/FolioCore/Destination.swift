@@ -152,6 +152,15 @@ public final class Destination: Sendable {
         "destination \(path) holds nothing of folio's earlier runs (they left \(remembered == 1 ? "1 entry" : "\(remembered) entries") and .folio/partial there): is its drive mounted? nothing was changed; if the folder was emptied on purpose, run with --force to mirror into it anew"
     }
 
+    /// The failure line of an entry below the destination's root that its scan could not read for `why` (see
+    /// `LeftAlone.hides`).
+    public static func unreadableLine(_ path: RelativePath, in destination: String, why: String) -> String {
+        let denied = why == String(cString: strerror(EACCES)) || why == String(cString: strerror(EPERM))
+        let fix = denied ? "make it readable by the user running folio (chown or chmod), or move it out of the destination"
+                         : "check the disk holding it (dmesg)"
+        return "cannot read \(destination)/\(path) in the destination (\(why)): nothing there was copied or removed; \(fix)"
+    }
+
     /// Takes away the `.folio` folder a run made in a destination that holds nothing else, and with
     /// `includingDestination` the destination folder too: a mistyped source, an unreachable server or a drive
     /// that is not mounted must not leave a new, empty folder behind. Only empty folders go (never a file but the

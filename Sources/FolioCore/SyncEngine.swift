@@ -151,7 +151,12 @@ public struct SyncEngine: Sendable {
         report.issues = snapshot.issues + local.issues.filter(\.blocksRemovals)
         for line in ListingIssue.notices(report.issues) { events.emit(.notice(target: name, message: line)) }
         if !local.issues.filter(\.blocksRemovals).isEmpty {
-            throw SourceError(.localIO, "cannot read all of the destination \(target.destination): \(local.issues.first { $0.blocksRemovals }!); fix its permissions")
+            throw SourceError(.localIO, "cannot read the destination \(target.destination): \(local.issues.first { $0.blocksRemovals }!); fix its permissions")
+        }
+        // A folder below the root that the scan could not read fails alone, as rsync's does: the planner leaves it
+        // and what is below it as they are (`LeftAlone.hides`), and the rest of the mirror goes on.
+        for (path, why) in local.leftAlone.unreadable.sorted(by: { RelativePath.compare($0.key, $1.key) < 0 }) {
+            failed(path, Destination.unreadableLine(path, in: target.destination, why: why), target: name, report: &report)
         }
 
         // Guarantee 3: an empty source root is a doubt, not an instruction to delete everything.

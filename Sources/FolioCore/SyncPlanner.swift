@@ -57,6 +57,17 @@ private struct Merge {
         plan.downloads.reserveCapacity(remote.count)
         var r = 0, l = 0
         while r < remote.count || l < local.count {
+            // A destination entry the scan could not read is left as it is, with what is below it, on both sides:
+            // what is there is unknown, so nothing may be removed, replaced or written into it (the run says so
+            // once per entry, as a failure).
+            if l < local.count, leftAlone.hides(local[l].path) {
+                l += 1
+                continue
+            }
+            if r < remote.count, leftAlone.hides(remote[r].path) {
+                r += 1
+                continue
+            }
             if l < local.count, absorbedIntoSubtree(local[l]) {
                 l += 1
                 continue
@@ -180,8 +191,8 @@ private struct Merge {
             if let keptHolder, item.path.isWithin(keptHolder) { return false }
             keptHolder = item.path
             plan.skipped.append(reason == .goneFromSource
-                ? ListingIssue(path: item.path.description, kind: .kept("gone from the source, but it holds entries Folio leaves alone (excluded, or names it cannot mirror); remove it by hand if they are not needed"))
-                : ListingIssue(path: item.path.description, kind: .skipped("the source has a file here, and the destination's folder here holds entries Folio leaves alone (excluded, or names it cannot mirror); move them, or change exclude")))
+                ? ListingIssue(path: item.path.description, kind: .kept("gone from the source, but it holds entries Folio leaves alone (excluded, unreadable, or names it cannot mirror); remove it by hand if they are not needed"))
+                : ListingIssue(path: item.path.description, kind: .skipped("the source has a file here, and the destination's folder here holds entries Folio leaves alone (excluded, unreadable, or names it cannot mirror); move them, or change exclude")))
             return false
         }
         plan.removals.append(SyncPlan.Removal(item: item, reason: reason, entryCount: 1, hasLocalChanges: hasLocalChanges(item)))

@@ -123,14 +123,16 @@ struct TreeWalker: Sendable {
         }
         var issues: [ListingIssue] = []
         var excluded: [RelativePath] = [], holdingUnlisted: [RelativePath] = []
+        var unreadable: [(path: RelativePath, why: String)] = []
         for index in parts.indices {
             issues.append(contentsOf: parts[index].issues)
             excluded += parts[index].excluded
             holdingUnlisted += parts[index].holdingUnlisted
+            unreadable += parts[index].unreadable
             parts[index].issues = []
         }
         return Findings(count: parts.reduce(0) { $0 + $1.count }, issues: issues,
-                        leftAlone: LeftAlone(excluded: excluded, holdingUnlisted: holdingUnlisted), parts: parts)
+                        leftAlone: LeftAlone(excluded: excluded, holdingUnlisted: holdingUnlisted, unreadable: unreadable), parts: parts)
     }
 
     /// What one walker thread found, in fixed-size chunks: a growing array would hold its old and new buffers
@@ -146,6 +148,8 @@ struct TreeWalker: Sendable {
         var excluded: [RelativePath] = []
         /// A destination walk's folders holding a name that cannot be a `RelativePath` (a newline in it, say).
         var holdingUnlisted: [RelativePath] = []
+        /// A destination walk's entries below the root that it could not read, with why.
+        var unreadable: [(path: RelativePath, why: String)] = []
         /// The folders this thread was handed: the items read for each (its subtree, less the subfolders it
         /// handed on) are the run `start..<end` of this thread's items.
         var spans: [(job: Int, start: Int, end: Int)] = []
@@ -183,7 +187,7 @@ struct TreeWalker: Sendable {
         guard let directory = fdopendir(job.fd) else {
             let error = errno
             close(job.fd)
-            result.issues.append(ListingIssue(path: display(job.path), kind: .unreadable(String(cString: strerror(error)))))
+            cannotRead(job.path, error, into: &result)
             return
         }
         defer { closedir(directory) }
@@ -194,9 +198,7 @@ struct TreeWalker: Sendable {
         while true {
             errno = 0
             guard let dirent = readdir(directory) else {
-                if errno != 0 {
-                    result.issues.append(ListingIssue(path: display(job.path), kind: .unreadable(String(cString: strerror(errno)))))
-                }
+                if errno != 0 { cannotRead(job.path, errno, into: &result) }
                 break
             }
             withUnsafeBytes(of: &dirent.pointee.d_name) { raw in
@@ -232,7 +234,7 @@ struct TreeWalker: Sendable {
         let statResult = CString.with(name) { fstatat(dirFD, $0, &info, AT_SYMLINK_NOFOLLOW) }
         if statResult != 0 {
             if errno == ENOENT { return }  // removed between readdir and stat
-            result.issues.append(ListingIssue(path: path.description, kind: .unreadable(String(cString: strerror(errno)))))
+            cannotRead(path, errno, into: &result)
             return
         }
         var followedFrom: String?
@@ -275,9 +277,10 @@ struct TreeWalker: Sendable {
                     ? folio_openat(dirFD, cName, O_RDONLY | O_DIRECTORY)
                     : folio_openat_dir_nofollow(dirFD, cName)
             }
+            let openError = errno  // before the append below, which may allocate
             result.append(LocalItem(path: path, kind: .folder, size: 0, mtime: mtime, inode: UInt64(info.st_ino)))
             guard childFD >= 0 else {
-                result.issues.append(ListingIssue(path: path.description, kind: .unreadable(String(cString: strerror(errno)))))
+                cannotRead(path, openError, into: &result)
                 return
             }
             let ancestors = symlinks == .follow ? job.ancestors + [identity] : []
@@ -330,6 +333,18 @@ struct TreeWalker: Sendable {
     }
 
     private func display(_ path: RelativePath) -> String { path.isRoot ? rootPath : path.description }
+
+    /// Notes an entry the walk could not read for `error`. A source's is a listing issue, which holds back
+    /// removals; a destination's (below its root) is left alone by the planner (`LeftAlone.hides`), so the rest
+    /// of the run goes on around it. Its root unread is an issue either way: nothing can be planned then.
+    private func cannotRead(_ path: RelativePath, _ error: Int32, into result: inout Collected) {
+        let why = String(cString: strerror(error))
+        if isDestination, !path.isRoot {
+            result.unreadable.append((path, why))
+        } else {
+            result.issues.append(ListingIssue(path: display(path), kind: .unreadable(why)))
+        }
+    }
 
     static func realPath(_ path: UnsafePointer<CChar>) -> String? {
         guard let resolved = realpath(path, nil) else { return nil }

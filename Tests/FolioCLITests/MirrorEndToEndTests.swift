@@ -261,8 +261,8 @@ final class MirrorEndToEndTests: XCTestCase {
         let target = "mirror:\(work.path("dst"))"
         XCTAssertEqual(outcome.stdoutLines.dropLast(), [
             "\(target): skipped cache: the destination has a folder here that exclude leaves alone; rename one of them, or change exclude",
-            "\(target): kept old: gone from the source, but it holds entries Folio leaves alone (excluded, or names it cannot mirror); remove it by hand if they are not needed",
-            "\(target): kept proj: gone from the source, but it holds entries Folio leaves alone (excluded, or names it cannot mirror); remove it by hand if they are not needed",
+            "\(target): kept old: gone from the source, but it holds entries Folio leaves alone (excluded, unreadable, or names it cannot mirror); remove it by hand if they are not needed",
+            "\(target): kept proj: gone from the source, but it holds entries Folio leaves alone (excluded, unreadable, or names it cannot mirror); remove it by hand if they are not needed",
         ])
         XCTAssertEqual(FixtureTree.read(work.path("dst/proj/node_modules/dep.js")), Array("mine".utf8))
         XCTAssertEqual(FixtureTree.read(work.path("dst/cache/user-data")), Array("precious".utf8))
@@ -458,6 +458,51 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(failed.map { $0["path"] as? String }, ["d"], outcome.stdout)
         XCTAssertEqual(outcome.events.last?["failed"] as? Int, 1, outcome.stdout)
         XCTAssertEqual(failed.first?["message"] as? String, "cannot set the time of \(work.path("dst"))/d: Operation not permitted; it belongs to another user or is immutable: give it to the user running folio (chown), or see lsattr")
+    }
+
+    /// A destination folder the user running folio may not read (another user's, mode 700) fails alone, as
+    /// rsync's does: the rest of the mirror goes on, nothing in it or above it is removed or written, and the run
+    /// exits 3 with one line saying where and what to do. It failed the whole run before.
+    func testADestinationFolderThatCannotBeReadFailsAloneAndTheRestIsMirrored() throws {
+        guard getuid() == 0 else { throw XCTSkip("handing a folder to root needs root") }
+        FixtureTree.write(work.path("src"), "a/x.txt", "x")
+        FixtureTree.write(work.path("src"), "b/y.txt", "y")
+        FixtureTree.write(work.path("src"), "gone/kept.txt", "k")
+        FixtureTree.write(work.path("src"), "shared/in.txt", "from the source")
+        FixtureTree.makeFolder(work.path("dst"), "")
+        chmod(work.path("state"), 0o777)
+        _ = try? LoopbackServer.run("chmod", ["-R", "a+rwX", work.path("dst")])
+        XCTAssertEqual(FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment, unprivileged: true).status, 0)
+        // Root's private folders: one only at the destination, one inside a folder the source drops, and one the
+        // source also has, with a file the destination's copy lacks.
+        for folder in ["a/private", "gone/private", "shared"] {
+            FixtureTree.write(work.path("dst"), "\(folder)/mine.txt", "root's")
+            XCTAssertEqual(chown(work.path("dst/\(folder)"), 0, 0), 0)
+            XCTAssertEqual(chmod(work.path("dst/\(folder)"), 0o700), 0)
+        }
+        FixtureTree.write(work.path("src"), "b/z.txt", "new")
+        FixtureTree.write(work.path("src"), "shared/more.txt", "more")
+        _ = try LoopbackServer.run("rm", ["-r", work.path("src/gone")])
+
+        let outcome = FolioBinary.run(["mirror", "--json", work.path("src"), work.path("dst")], environment: environment, unprivileged: true)
+        XCTAssertEqual(outcome.status, 3, outcome.stderr)
+        let failed = outcome.events.filter { $0["event"] as? String == "file-failed" }
+        XCTAssertEqual(failed.map { $0["path"] as? String }, ["a/private", "gone/private", "shared"], outcome.stdout)
+        XCTAssertEqual(failed.first?["message"] as? String, "cannot read \(work.path("dst"))/a/private in the destination (Permission denied): nothing there was copied or removed; make it readable by the user running folio (chown or chmod), or move it out of the destination")
+        XCTAssertEqual(FixtureTree.read(work.path("dst/b/z.txt")), Array("new".utf8), "the rest of the mirror went on")
+        for folder in ["a/private", "gone/private", "shared"] {
+            XCTAssertEqual(FixtureTree.read(work.path("dst/\(folder)/mine.txt")), Array("root's".utf8), folder)
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/gone/kept.txt")), "what could be read of a dropped folder went")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/shared/more.txt")))
+        XCTAssertEqual(outcome.events.last?["failed"] as? Int, 3, outcome.stdout)
+
+        // Readable again, the next run finishes the work: the dropped folder goes to the trash whole.
+        for folder in ["a/private", "gone/private", "shared"] { XCTAssertEqual(chown(work.path("dst/\(folder)"), 65534, 65534), 0) }
+        let next = FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment, unprivileged: true)
+        XCTAssertEqual(next.status, 0, next.stderr)
+        XCTAssertEqual(FixtureTree.read(work.path("dst/shared/more.txt")), Array("more".utf8))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/gone")))
     }
 
     /// Emptying earlier runs' trash is said, not done without a word: here by lowering trash-days to 0.
@@ -908,7 +953,7 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(first.status, 0, first.stderr)
         XCTAssertEqual(first.events.count, first.stdout.split(separator: "\n").count, "every line of standard output is an event\n\(first.stdout)")
         XCTAssertTrue(first.stderr.contains("refreshed the library"), first.stderr)
-        XCTAssertEqual(FixtureTree.read(work.path("lock.out")).map { String(decoding: $0, as: UTF8.self) }, "free\n", "the lock is let go before the hook")
+        XCTAssertEqual(FixtureTree.read(work.path("lock.out")), Array("free\n".utf8), "the lock is let go before the hook")
         let lines = (FixtureTree.read(work.path("hook.out")).map { String(decoding: $0, as: UTF8.self) } ?? "").split(separator: "\n")
         XCTAssertEqual(lines.last, "docs", "{target} in the command")
         XCTAssertEqual(lines.dropLast().sorted(), ["a.txt", "sub/b.txt"], "the changed paths, in the order they were installed")

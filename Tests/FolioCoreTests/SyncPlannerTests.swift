@@ -16,6 +16,8 @@ final class SyncPlannerTests: XCTestCase {
         /// could not list.
         var excluded: [String] = []
         var holdingUnlisted: [String] = []
+        /// Entries the destination's scan could not read.
+        var unreadable: [String] = []
         var expected: [String]
     }
 
@@ -146,6 +148,15 @@ final class SyncPlannerTests: XCTestCase {
             Case(name: "records of excluded entries still here stay; those of entries gone from here go", remote: [file("a")],
                  local: [item("a")], record: [rec("a"), rec("cache", kind: .folder), rec("cache/x"), rec("b.tmp"), rec("gone.tmp")],
                  excluded: ["cache", "b.tmp"], expected: ["forget gone.tmp", "unchanged 1"]),
+            Case(name: "nothing is planned at or below a destination folder that could not be read, and the folders above it stay",
+                 remote: [folder("d"), folder("d/u"), file("d/u/new"), file("d/u/changed", size: 20), file("z")],
+                 local: [item("d", kind: .folder), item("d/u", kind: .folder), item("d/u/changed"), item("d/u/partly-read"), item("z")],
+                 record: [rec("d", kind: .folder), rec("d/u", kind: .folder), rec("d/u/changed"), rec("d/u/gone"), rec("z")],
+                 unreadable: ["d/u"], expected: ["unchanged 1"]),
+            Case(name: "a dropped folder holding an unreadable one stays; the rest of it goes", remote: [file("z")],
+                 local: [item("d", kind: .folder), item("d/f"), item("d/u", kind: .folder), item("z")],
+                 record: [rec("d", kind: .folder), rec("d/f"), rec("d/u", kind: .folder), rec("d/u/x"), rec("z")],
+                 unreadable: ["d/u"], expected: ["keep d", "rm d/f gone 1", "unchanged 1"]),
             Case(name: "whole seconds here: a new second at the source is a change",
                  remote: [file("a", mtime: 6_000_000_000)], local: [item("a", mtime: 5_000_000_000)],
                  record: [rec("a", mtime: 5_000_000_123, localMtime: 5_000_000_000)], localPrecision: .second, expected: ["get a replace"]),
@@ -158,7 +169,8 @@ final class SyncPlannerTests: XCTestCase {
             let record = RecordedTree(row.record)
             let local = row.local.sorted { $0.path < $1.path }
             let leftAlone = LeftAlone(excluded: row.excluded.map { path($0) },
-                                      holdingUnlisted: row.holdingUnlisted.map { path($0) })
+                                      holdingUnlisted: row.holdingUnlisted.map { path($0) },
+                                      unreadable: row.unreadable.map { (path($0), "Permission denied") })
             let plan = SyncPlanner.plan(remote: snapshot, local: local, record: record, removalsAllowed: snapshot.isComplete,
                                         localPrecision: row.localPrecision, localTimeRange: row.localTimeRange, leftAlone: leftAlone)
             XCTAssertEqual(describe(plan), row.expected, row.name)
