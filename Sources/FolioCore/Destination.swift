@@ -823,7 +823,10 @@ public final class Destination: Sendable {
         let reason = String(cString: strerror(code))
         let fix: String
         switch code {
-        case ENOSPC, EDQUOT: fix = "; free some space on the destination's disk"
+        // Why df's both forms: a disk can run out of inodes with space left (many small files on ext4), and
+        // "no space" then contradicts what `df -h` shows.
+        case ENOSPC: fix = "; free some space on the destination's disk (df -h shows the space, df -i the room for files)"
+        case EDQUOT: fix = "; the quota of the user running folio is used up on the destination's disk (quota -s shows it)"
         case EACCES: fix = "; make the destination writable by the user running folio"
         // EPERM where permissions allow: the file's owner alone may set its time (or, in a sticky folder, remove
         // it), and nobody may change an immutable one, root included.
@@ -833,6 +836,8 @@ public final class Destination: Sendable {
         case ENOTCONN, ECONNABORTED, ENODEV, ESTALE, ESHUTDOWN:
             fix = "; the destination's filesystem is gone (a drive unplugged, a FUSE mount ended, a network share dropped): mount it again, and the next run finishes the work"
         case ENOTDIR: fix = "; a file or a link stands where a folder should be: move it aside"
+        // EBUSY from a rename or removal: the entry (or one inside a folder being moved) is a mount point.
+        case EBUSY: fix = "; something is mounted there (findmnt shows what): unmount it, or exclude the folder"
         case EXDEV:
             // Only a rename across filesystems gives EXDEV here: a folder of the destination is a mount point, and
             // Folio's partial files and trash (in `.folio`, on the root's filesystem) cannot be renamed into it.

@@ -795,7 +795,7 @@ final class MirrorEndToEndTests: XCTestCase {
         defer { _ = try? LoopbackServer.run("umount", ["--lazy", work.path("dst")]) }
         let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment)
         XCTAssertEqual(outcome.status, 1)
-        XCTAssertEqual(outcome.stderrLines, ["mirror:\(work.path("dst")): failed: cannot write the partial file for big.bin: No space left on device; free some space on the destination's disk"])
+        XCTAssertEqual(outcome.stderrLines, ["mirror:\(work.path("dst")): failed: cannot write the partial file for big.bin: No space left on device; free some space on the destination's disk (df -h shows the space, df -i the room for files)"])
         XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/big.bin")))
 
         // The file that could not fit leaves the source: its partial, which filled the disk, goes before the run
