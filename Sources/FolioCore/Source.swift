@@ -35,6 +35,10 @@ public protocol Source: Sendable {
     /// Downloads still stop between chunks; one that its server holds up may be cut after a short grace. Called
     /// from any thread; the source is not used for another run after.
     func interrupt()
+    /// Where to say, while a run goes on, what the person watching it should know at once (a server that asked
+    /// Folio to wait minutes, which would look like a hang): the engine sets it at the start of each run, and
+    /// `handler` may be called from any thread.
+    func sendNotices(to handler: @escaping @Sendable (String) -> Void)
     /// The quickest request-and-answer turn the source has seen so far, its listing included; nil for a source
     /// without a link (a local folder). With `transfers` unset, a far link gets more download workers; and a
     /// near one spreads parallel batches over every worker (see `SourceFeatures.parallelBatches`).
@@ -48,6 +52,8 @@ extension Source {
     public func finishRun() async {}
     /// By default, nothing to cut short.
     public func interrupt() {}
+    /// By default, nothing to say.
+    public func sendNotices(to handler: @escaping @Sendable (String) -> Void) {}
     /// By default nil: no link.
     public var roundTrip: Duration? { nil }
 }

@@ -45,6 +45,8 @@ public struct SyncEngine: Sendable {
         let started = Date()
         report.startedAt = started
         events.emit(.started(target: target.name, source: source.displayName, destination: target.destination, trigger: options.trigger))
+        let events = self.events, name = target.name
+        source.sendNotices { line in events.emit(.notice(target: name, message: line)) }
         var runID: Int64?
         if !options.dryRun {
             do {

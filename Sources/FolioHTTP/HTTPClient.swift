@@ -85,7 +85,7 @@ final class HTTPClient: Sendable {
             } catch is BodyTooLarge {
                 throw SourceError(.protocolViolation, "\(request.method) \(request.url) answered more than \(Self.describe(bytes: request.bodyLimit)), the most Folio reads of that answer; refused")
             }
-            noteRateLimit(response.headers)
+            noteRateLimit(response.headers, url: request.url)
             learnAuthScheme(response)
             switch response.status {
             case 301, 302, 303, 307, 308:
@@ -108,7 +108,7 @@ final class HTTPClient: Sendable {
                 }
                 guard attempt < Self.maxAttempts else { throw error(status: response.status, url: request.url) }
                 // Why pause the whole host, not just this request: the server asked everyone to slow down.
-                gate.pause(until: Date() + wait)
+                gate.pause(until: Date() + wait, why: Self.pauseNotice(request.url, seconds: wait, "HTTP \(response.status) with Retry-After"))
                 continue
             case 500, 502, 504...599:
                 attempt += 1
@@ -172,19 +172,24 @@ final class HTTPClient: Sendable {
 
     /// A 429 or 503 seen outside `send` (a batch's parallel GET): pauses the host for its `Retry-After`, so the
     /// requests that follow wait as the server asked.
-    func pauseAfterRefusal(_ headers: HTTPHeaders) {
-        let wait = Self.retryAfter(headers["retry-after"]) ?? Self.backoff(attempt: 1)
-        gate.pause(until: Date() + min(wait, Self.maxPause))
+    func pauseAfterRefusal(_ response: CurlEasy.Response, url: String) {
+        let wait = min(Self.retryAfter(response.headers["retry-after"]) ?? Self.backoff(attempt: 1), Self.maxPause)
+        gate.pause(until: Date() + wait, why: Self.pauseNotice(url, seconds: wait, "HTTP \(response.status) with Retry-After"))
+    }
+
+    /// The line that says the server at `url` asked for a pause of `seconds`, and how.
+    static func pauseNotice(_ url: String, seconds: TimeInterval, _ how: String) -> String {
+        "\(url) asks Folio to wait \(Int(seconds.rounded(.up))) s (\(how)); every request to the server waits until then"
     }
 
     /// `X-RateLimit-Remaining: 0` with `X-RateLimit-Reset` (seconds from now, or an epoch time) pauses the host
     /// before the server starts refusing.
-    func noteRateLimit(_ headers: HTTPHeaders) {
+    func noteRateLimit(_ headers: HTTPHeaders, url: String) {
         guard let remaining = headers["x-ratelimit-remaining"].flatMap({ Int($0) }), remaining <= 0,
               let reset = headers["x-ratelimit-reset"].flatMap({ Double($0) }) else { return }
         let now = Date()
-        let until = reset > 1_000_000_000 ? Date(timeIntervalSince1970: reset) : now + reset
-        gate.pause(until: min(until, now + Self.maxPause))
+        let until = min(reset > 1_000_000_000 ? Date(timeIntervalSince1970: reset) : now + reset, now + Self.maxPause)
+        gate.pause(until: until, why: Self.pauseNotice(url, seconds: until.timeIntervalSince(now), "X-RateLimit-Remaining: 0 until X-RateLimit-Reset"))
     }
 
     /// Learns the scheme from the first request whose 401 challenge curl answered and got past. Why only then:

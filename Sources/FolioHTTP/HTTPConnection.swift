@@ -143,9 +143,10 @@ final class HTTPConnection: SourceConnection {
                     if batch.isCancelled { starting = false }
                     continue
                 }
-                client.noteRateLimit(response.headers)
+                let url = client.urls.url(for: batch.entries[index].path, folder: false)
+                client.noteRateLimit(response.headers, url: url)
                 if response.status == 429 || response.status == 503 {
-                    client.pauseAfterRefusal(response.headers)
+                    client.pauseAfterRefusal(response, url: url)
                     starting = false
                 }
                 guard response.status == 200 else { continue }

@@ -170,6 +170,11 @@ public struct HTTPSource: Source {
         try await IndexLister(client: client, exclude: options.exclude, known: options.hints.folders).snapshot(workers: workers)
     }
 
+    /// Pauses the server asks for (`HostGate.pause`) are said there.
+    public func sendNotices(to handler: @escaping @Sendable (String) -> Void) {
+        client.gate.announcePauses(to: handler)
+    }
+
     /// The quickest request so far (see `HTTPClient.roundTrips`).
     public var roundTrip: Duration? { client.roundTrips.fastest }
 

@@ -11,6 +11,10 @@ final class HostGate: @unchecked Sendable {
     private var inFlight = 0
     private var pausedUntil = Date.distantPast
     private var nextSlot = Date.distantPast
+    /// Told of a pause long enough to look like a hang (see `pause`).
+    private var announce: (@Sendable (String) -> Void)?
+    /// The shortest pause that is announced: shorter ones pass as a slow server.
+    static let noticeablePause: TimeInterval = 5
     /// The most requests in flight at once.
     let limit: Int
     private let spacing: TimeInterval?
@@ -58,10 +62,23 @@ final class HostGate: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Holds every request to this host until `date` (never shortens an existing pause).
-    func pause(until date: Date) {
+    /// Where a noticeable pause is announced, from now on.
+    func announcePauses(to handler: @escaping @Sendable (String) -> Void) {
         condition.lock()
-        pausedUntil = max(pausedUntil, date)
+        announce = handler
         condition.unlock()
+    }
+
+    /// Holds every request to this host until `date` (never shortens an existing pause). A pause of
+    /// `noticeablePause` or more past the one already held is announced with `why` (who asked, for how long):
+    /// the workers that meet the same refusal extend the pause by little, so one refusal is one line.
+    func pause(until date: Date, why: @autoclosure () -> String) {
+        condition.lock()
+        let lengthens = date.timeIntervalSince(max(pausedUntil, Date())) >= Self.noticeablePause
+        pausedUntil = max(pausedUntil, date)
+        let announce = lengthens ? self.announce : nil
+        condition.unlock()
+        // Why outside the lock: the handler prints, and must not hold up the workers waiting on the gate.
+        announce?(why())
     }
 }

@@ -233,6 +233,22 @@ final class HTTPMirrorCLITests: XCTestCase {
         XCTAssertLessThanOrEqual(Set(plainGets.compactMap { $0.split(separator: " ").last }).count, 16, "\(plainGets)")
     }
 
+    /// A server that asks for seconds of quiet (429 with `Retry-After`) gets them, and the run says so as it
+    /// happens: a pause of minutes without a word looked like a hang.
+    func testALongRetryAfterIsSaidAsItHappens() throws {
+        let stub = try StubServer()
+        let scratch = TemporaryDirectory("cli-wait-long")
+        let outcome = mirror(stub.url("wait-long"), scratch)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        XCTAssertEqual(FixtureTree.read(scratch.path("dest/f.txt")), Array("hello".utf8))
+        XCTAssertEqual(outcome.stdoutLines.filter { $0.contains("asks Folio to wait") }, [
+            "mirror:\(scratch.path("dest")): \(stub.url("wait-long"))f.txt asks Folio to wait 6 s (HTTP 429 with Retry-After); every request to the server waits until then",
+        ], outcome.stdout)
+        let gets = stub.requests.filter { ($0["method"] as? String) == "GET" }.compactMap { $0["time"] as? Double }
+        XCTAssertEqual(gets.count, 2)
+        if gets.count == 2 { XCTAssertGreaterThanOrEqual(gets[1] - gets[0], 5.9, "Retry-After: 6 was not honoured") }
+    }
+
     /// What a batch cannot take — a 429, a redirect, a dropped connection — is fetched alone afterwards, and the
     /// 429's Retry-After holds that next request back.
     func testWhatABatchCannotTakeIsFetchedAloneAndRetryAfterIsHonoured() throws {

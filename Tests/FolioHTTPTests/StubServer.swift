@@ -67,6 +67,7 @@ def multistatus(folder, children, prolog=""):
 
 LISTINGS = {
     "ratelimit": [("/ratelimit/f.txt", 5, '"r1"')],
+    "wait-long": [("/wait-long/f.txt", 5, '"w1"')],
     "changing": [("/changing/f.txt", 5, '"v1"')],
     "truncated": [("/truncated/big.bin", 100000, '"t1"')],
     "resume": [("/resume/big.bin", 100000, '"r1"')],
@@ -167,6 +168,10 @@ class Handler(BaseHTTPRequestHandler):
         scenario = self.path.strip("/").split("/")[0]
         if scenario == "ratelimit":
             return self.send(200, b"hello", [("ETag", '"r1"'), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
+        if scenario == "wait-long":
+            # The file's first GET is asked to wait 6 s: long enough for the run to say so.
+            if n == 1: return self.send(429, b"slow down", [("Retry-After", "6")])
+            return self.send(200, b"hello", [("ETag", '"w1"'), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
         if scenario == "bearer" and self.headers.get("Authorization") != TOKEN:
             return self.send(401, b"who?", [("WWW-Authenticate", 'Bearer realm="stub"')])
         if scenario in ("ratelimit-header", "bearer"):
