@@ -61,7 +61,7 @@ public struct RelativePath: Hashable, Sendable, Comparable, CustomStringConverti
     /// Validates a `/`-separated relative path.
     public init(validating bytes: [UInt8]) throws(NameError) {
         guard !bytes.isEmpty else { throw NameError(problem: .empty, name: bytes) }
-        guard bytes.count <= Self.maximumPathLength else { throw NameError(problem: .tooLong, name: bytes) }
+        guard bytes.count <= Self.maximumPathLength else { throw NameError(problem: .pathTooLong, name: bytes) }
         for component in bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
             if let problem = Self.problem(inName: component) { throw NameError(problem: problem, name: bytes) }
         }
@@ -94,7 +94,7 @@ public struct RelativePath: Hashable, Sendable, Comparable, CustomStringConverti
     private func joinedLength<Name: Collection>(_ name: Name) throws(NameError) -> Int where Name.Element == UInt8 {
         if let problem = Self.problem(inName: name) { throw NameError(problem: problem, name: Array(name)) }
         let total = byteCount + (isRoot ? 0 : 1) + name.count
-        guard total <= Self.maximumPathLength else { throw NameError(problem: .tooLong, name: Array(name)) }
+        guard total <= Self.maximumPathLength else { throw NameError(problem: .pathTooLong, name: Array(name)) }
         return total
     }
 
@@ -252,6 +252,9 @@ public struct NameError: Error, Sendable, Equatable, CustomStringConvertible {
         case nul = "contains a NUL byte"
         case controlCharacter = "contains a control character"
         case tooLong = "is too long"
+        /// Why a limit below Linux's 4,096: the trash keeps a removed file under `.folio/trash/<run>/`, and that
+        /// path must fit too.
+        case pathTooLong = "makes a path longer than 3800 bytes, the most Folio mirrors (it keeps room for its trash under Linux's 4096)"
     }
     /// What is wrong.
     public var problem: Problem

@@ -2,7 +2,7 @@
 import XCTest
 
 final class RelativePathTests: XCTestCase {
-    func testNamesFolioRefuses() {
+    func testNamesFolioRefuses() throws {
         let refused: [(String, NameError.Problem)] = [
             ("..", .dotName), (".", .dotName), ("a/../b", .dotName), ("a//b", .empty), ("/abs", .empty), ("a/", .empty),
             ("new\nline", .controlCharacter), ("tab\there", .controlCharacter), ("del\u{7F}", .controlCharacter),
@@ -18,6 +18,11 @@ final class RelativePathTests: XCTestCase {
         }
         XCTAssertThrowsError(try RelativePath.root.appending(name: Array("a/b".utf8))) { error in
             XCTAssertEqual((error as? NameError)?.problem, .slash)
+        }
+        // A path too long, of names each short enough: its line says it is the path, and what the limit is.
+        let deep = try RelativePath(validating: Array(repeating: String(repeating: "d", count: 210), count: 18).joined(separator: "/"))
+        XCTAssertThrowsError(try deep.appending(name: Array("film.mkv".utf8))) { error in
+            XCTAssertEqual("\(error)", "name \"film.mkv\" makes a path longer than 3800 bytes, the most Folio mirrors (it keeps room for its trash under Linux's 4096)")
         }
     }
 
