@@ -10,6 +10,9 @@ struct MultistatusParser {
         var etag: String?
         /// Whether a `200 OK` propstat came: a response with only a status (404, 403) lists nothing.
         var hasProperties = false
+        /// The last status other than 200 the response carried (its own, or a propstat's), as the server wrote it
+        /// (`HTTP/1.1 403 Forbidden`): why a response without properties has none.
+        var refusal: String?
     }
 
     struct Failure: Error, CustomStringConvertible {
@@ -28,6 +31,9 @@ struct MultistatusParser {
         if first == utf8.startIndex, utf8.index(after: last) == utf8.endIndex { return text }
         return String(text[first...last])
     }
+    /// The code of a status line (`HTTP/1.1 200 OK` → `200`).
+    private static func code(of status: String) -> Substring? { status.split(separator: " ").dropFirst().first }
+
     private var responses: [Response] = []
     private var current: Response?
     private var pending = Response()  // the properties of the propstat being read
@@ -76,6 +82,7 @@ struct MultistatusParser {
             current?.href = value
         case "status" where !inProp:
             propstatStatus = value
+            if Self.code(of: value) != "200" { current?.refusal = value }
         case "getcontentlength" where inProp:
             pending.contentLength = Int64(value)
         case "getlastmodified" where inProp:
@@ -86,7 +93,7 @@ struct MultistatusParser {
             inProp = false
         case "propstat":
             // Properties the server could not give come in a 404 propstat; only the 200 one counts.
-            if propstatStatus.split(separator: " ").dropFirst().first == "200" {
+            if Self.code(of: propstatStatus) == "200" {
                 current?.hasProperties = true
                 if pending.isCollection { current?.isCollection = true }
                 if let length = pending.contentLength { current?.contentLength = length }

@@ -128,6 +128,11 @@ struct WebDAVLister: Sendable {
         }
     }
 
+    /// Why an entry the server's listing refused (`refusal`, a status line) is unreadable.
+    private static func refused(_ refusal: String) -> String {
+        "the server's listing answers \(refusal) for it; check its permissions on the server"
+    }
+
     /// Turns responses into entries (added to `walk`) and returns the subfolders found.
     private func take(_ responses: [MultistatusParser.Response], in folder: RelativePath, infinite: Bool, walk: ListingWalk.Scope) throws -> [RelativePath] {
         let url = client.urls.url(for: folder, folder: true)
@@ -146,6 +151,15 @@ struct WebDAVLister: Sendable {
             if names == folderNames {
                 if folder.isRoot, response.hasProperties, !response.isCollection {
                     throw SourceError(.notFound, "source \(url) is a file, not a folder; give a folder's URL", path: folder)
+                }
+                if !response.hasProperties, let refusal = response.refusal {
+                    // lighttpd answers PROPFIND on a folder it may not read with 207 and the folder's own 403,
+                    // listing no children: that is not an empty folder, whose files would then be removed.
+                    if folder.isRoot {
+                        throw SourceError(.permission, "source folder \(url) cannot be read: the server's listing answers \(refusal) for it; check the server's permissions for this user", path: folder, underlying: refusal)
+                    }
+                    walk.add([], issues: [ListingIssue(path: folder.description, kind: .unreadable(Self.refused(refusal)))])
+                    return []
                 }
                 continue
             }
@@ -176,7 +190,7 @@ struct WebDAVLister: Sendable {
                 continue
             }
             guard response.hasProperties else {
-                issues.append(ListingIssue(path: path.description, kind: .unreadable("the server gave no properties for it")))
+                issues.append(ListingIssue(path: path.description, kind: .unreadable(response.refusal.map(Self.refused) ?? "the server gave no properties for it")))
                 continue
             }
             let mtime = response.lastModified.flatMap(HTTPDate.parse).map { FileTime(seconds: $0) } ?? .unknown

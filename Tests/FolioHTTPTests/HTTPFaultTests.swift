@@ -172,6 +172,20 @@ final class HTTPFaultTests: XCTestCase {
         XCTAssertFalse(snapshot.isComplete)
     }
 
+    /// A folder the server may not read, answered as lighttpd does (207 with the folder's own 403 and no
+    /// children), is unreadable, not empty: its files were removed from the mirror. At the root, the run fails.
+    func testAFolderTheServersListingRefusesIsUnreadableNotEmpty() async throws {
+        let stub = try StubServer()
+        let snapshot = try await listing(of: "forbidden-sub", from: stub)
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["a.txt", "private"])
+        XCTAssertEqual(snapshot.issues.map(\.description), ["cannot list private: the server's listing answers HTTP/1.1 403 Forbidden for it; check its permissions on the server"])
+        XCTAssertFalse(snapshot.isComplete)
+
+        let error = try await snapshotError(stub.url("forbidden-root"))
+        XCTAssertEqual(error.code, .permission)
+        XCTAssertEqual(error.message, "source folder \(stub.url("forbidden-root")) cannot be read: the server's listing answers HTTP/1.1 403 Forbidden for it; check the server's permissions for this user")
+    }
+
     /// A body over its bound names the request and states the bound as it is: the one-byte size probe's answer
     /// was said to exceed "0 MiB for a listing".
     func testABodyOverItsBoundNamesTheRequestAndTheBound() async throws {

@@ -128,6 +128,16 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(403, b"no infinity")
         if scenario == "redirect":
             return self.send(301, b"", [("Location", "http://localhost:%d/elsewhere/" % PORT)])
+        if scenario in ("forbidden-sub", "forbidden-root") and (scenario == "forbidden-root" or self.path.endswith("/private/")):
+            # lighttpd's answer for a folder it may not read: 207, the folder's own 403, no children.
+            body = ('<?xml version="1.0" encoding="utf-8"?>\n<D:multistatus xmlns:D="DAV:">\n<D:response>\n<D:href>%s</D:href>\n'
+                    '<D:propstat>\n<D:status>HTTP/1.1 403 Forbidden</D:status>\n</D:propstat>\n</D:response>\n</D:multistatus>\n' % self.path)
+            return self.send(207, body.encode(), [("Content-Type", "application/xml")])
+        if scenario == "forbidden-sub":
+            body = multistatus("/forbidden-sub/", [("/forbidden-sub/a.txt", 5, '"a"')]).replace(b"</D:multistatus>",
+                b'<D:response><D:href>/forbidden-sub/private/</D:href><D:propstat><D:prop><D:resourcetype><D:collection/></D:resourcetype>'
+                b'</D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response></D:multistatus>')
+            return self.send(207, body, [("Content-Type", "application/xml")])
         if scenario == "hostile-entity":
             body = ('<?xml version="1.0"?>\n<!DOCTYPE m [<!ENTITY xxe SYSTEM "file:///etc/passwd">]>\n'
                     '<D:multistatus xmlns:D="DAV:"><D:response><D:href>/hostile-entity/&xxe;</D:href>'
