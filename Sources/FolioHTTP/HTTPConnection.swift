@@ -31,7 +31,9 @@ final class HTTPConnection: SourceConnection {
             if start > 0 {
                 // Everything is already here: a HEAD still checks that it is the listed version.
                 if start >= entry.size { request.method = "HEAD" } else { request.headers.append("Range: bytes=\(start)-") }
-                if let etag = entry.validator, !etag.hasPrefix("W/") {
+                // A tag the server still marks weak does not match here (If-Range compares strongly): the whole
+                // file comes back as a 200, whose bytes already held are skipped.
+                if let etag = entry.validator {
                     request.headers.append("If-Range: \(etag)")
                 } else if entry.mtime.isKnown {
                     request.headers.append("If-Range: \(HTTPDate.format(entry.mtime.seconds))")
@@ -182,7 +184,7 @@ final class HTTPConnection: SourceConnection {
 
     /// Refuses a response for another version of the file than the one listed.
     private static func checkSameVersion(_ entry: Entry, _ headers: HTTPHeaders, url: String) throws {
-        if let listed = entry.validator, let now = headers["etag"], now != listed {
+        if let listed = entry.validator, let now = EntityTag.normalized(headers["etag"]), now != listed {
             throw changed(entry, url: url, "its ETag is \(now), not \(listed)")
         }
         if entry.mtime.isKnown, let modified = headers["last-modified"].flatMap(HTTPDate.parse), modified != entry.mtime.seconds {

@@ -165,7 +165,7 @@ struct IndexLister: Sendable {
             throw SourceError(.protocolViolation, "HEAD and a one-byte GET of \(url) gave no size; cannot tell the file's size", path: file)
         }
         let mtime = response.headers["last-modified"].flatMap(HTTPDate.parse).map { FileTime(seconds: $0) } ?? .unknown
-        walk.add([Entry(path: file, kind: .file, size: size, mtime: mtime, precision: .second, validator: response.headers["etag"])])
+        walk.add([Entry(path: file, kind: .file, size: size, mtime: mtime, precision: .second, validator: EntityTag.normalized(response.headers["etag"]))])
     }
 
     /// Some servers (Apache for an empty file) answer HEAD without Content-Length; a GET of the first byte tells

@@ -198,7 +198,7 @@ struct WebDAVLister: Sendable {
                 entries.append(Entry(path: path, kind: .folder, mtime: mtime, precision: .second))
                 subfolders.append(path)
             } else if let size = response.contentLength, size >= 0 {
-                entries.append(Entry(path: path, kind: .file, size: size, mtime: mtime, precision: .second, validator: response.etag))
+                entries.append(Entry(path: path, kind: .file, size: size, mtime: mtime, precision: .second, validator: EntityTag.normalized(response.etag)))
             } else {
                 issues.append(ListingIssue(path: path.description, kind: .unreadable("the server gave no size (getcontentlength) for it")))
             }

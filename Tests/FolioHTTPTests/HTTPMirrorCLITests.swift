@@ -233,6 +233,25 @@ final class HTTPMirrorCLITests: XCTestCase {
         XCTAssertLessThanOrEqual(Set(plainGets.compactMap { $0.split(separator: " ").last }).count, 16, "\(plainGets)")
     }
 
+    /// One entity tag, however the server writes it: bare in the listing and quoted in the header (wsgidav), or
+    /// weak while the file is new and strong after (Apache). The bare one failed every file on every run; the
+    /// weak one fetched the same version again at the next run.
+    func testAnEntityTagIsOneTagBareOrQuotedWeakOrStrong() throws {
+        let stub = try StubServer()
+        let bare = TemporaryDirectory("cli-bare-etag")
+        let outcome = mirror(stub.url("bare-etag"), bare)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        XCTAssertEqual(FixtureTree.read(bare.path("dest/f.txt")), Array("hello".utf8))
+
+        let weak = TemporaryDirectory("cli-weak-etag")
+        XCTAssertEqual(mirror(stub.url("weak-etag"), weak).status, 0)
+        let again = mirror(stub.url("weak-etag"), weak)
+        XCTAssertEqual(again.status, 0, again.stderr)
+        XCTAssertEqual(again.stdoutLines.count, 1, again.stdout)
+        XCTAssertTrue(again.stdout.hasPrefix("mirror:\(weak.path("dest")): unchanged, checked in "), again.stdout)
+        XCTAssertEqual(stub.requests.filter { ($0["method"] as? String) == "GET" && ($0["path"] as? String) == "/weak-etag/f.txt" }.count, 1)
+    }
+
     /// A server that asks for seconds of quiet (429 with `Retry-After`) gets them, and the run says so as it
     /// happens: a pause of minutes without a word looked like a hang.
     func testALongRetryAfterIsSaidAsItHappens() throws {

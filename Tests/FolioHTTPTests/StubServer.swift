@@ -68,6 +68,7 @@ def multistatus(folder, children, prolog=""):
 LISTINGS = {
     "ratelimit": [("/ratelimit/f.txt", 5, '"r1"')],
     "wait-long": [("/wait-long/f.txt", 5, '"w1"')],
+    "bare-etag": [("/bare-etag/f.txt", 5, '4358590-1795800900-6')],
     "changing": [("/changing/f.txt", 5, '"v1"')],
     "truncated": [("/truncated/big.bin", 100000, '"t1"')],
     "resume": [("/resume/big.bin", 100000, '"r1"')],
@@ -146,6 +147,10 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(207, body, [("Content-Type", "application/xml")])
         if scenario in ("index-badlink", "range-overrun", "go-listing", "welcome-sub", "login-redirect", "busy-file", "no-head"):
             return self.send(405, b"no WebDAV here")
+        if scenario == "weak-etag":
+            # Apache's way: a file less than a second old has its tag marked weak, the same tag strong later.
+            tag = 'W/"k1"' if n == 1 else '"k1"'
+            return self.send(207, multistatus("/weak-etag/", [("/weak-etag/f.txt", 5, tag)]), [("Content-Type", "application/xml")])
         if scenario not in LISTINGS:
             return self.send(404, b"not found")
         limits = [("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset", "1")] if scenario == "ratelimit-header" else []
@@ -178,6 +183,11 @@ class Handler(BaseHTTPRequestHandler):
         scenario = self.path.strip("/").split("/")[0]
         if scenario == "ratelimit":
             return self.send(200, b"hello", [("ETag", '"r1"'), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
+        if scenario == "bare-etag":
+            # wsgidav's way: the tag bare in getetag, quoted in the ETag header.
+            return self.send(200, b"hello", [("ETag", '"4358590-1795800900-6"'), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
+        if scenario == "weak-etag":
+            return self.send(200, b"hello", [("ETag", 'W/"k1"' if n == 1 else '"k1"'), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
         if scenario == "wait-long":
             # The file's first GET is asked to wait 6 s: long enough for the run to say so.
             if n == 1: return self.send(429, b"slow down", [("Retry-After", "6")])
