@@ -41,6 +41,12 @@ struct IndexLister: Sendable {
             }
             throw client.error(status: response.status, url: url, path: folder)
         }
+        let contentType = response.headers["content-type"]
+        guard IndexPageParser.isJSON(response.body, contentType: contentType) || IndexPageParser.isHTML(response.body, contentType: contentType) else {
+            // Why an error, not an empty folder: lighttpd serves a file's old bytes for a moment after the file
+            // was replaced by a folder of its name, and every file below would have been removed.
+            throw SourceError(.protocolViolation, "\(url) answers with \(contentType.map { "a body of type \($0)" } ?? "a body that is neither HTML nor JSON"), not a listing of the folder, so Folio cannot tell which files it holds; nothing is removed until it can: have the server list this folder (an HTML or JSON index, or WebDAV), or exclude it", path: folder)
+        }
         let links: [IndexPageParser.Link]
         do {
             links = try IndexPageParser.parse(response.body, contentType: response.headers["content-type"])

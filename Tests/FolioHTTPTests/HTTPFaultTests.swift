@@ -126,14 +126,16 @@ final class HTTPFaultTests: XCTestCase {
 
     /// A folder that answers with a page that is not a listing (an application's welcome page: a title that is
     /// not an index's, no link into the folder) cannot be listed, which holds back removals there; it was taken
-    /// for an empty folder, and its files were removed. An empty folder as Go's file server lists it (no title,
-    /// no links) is still an empty folder.
+    /// for an empty folder, and its files were removed. So was a folder answering with a body that is neither
+    /// HTML nor JSON (lighttpd serving a file's old bytes for its new folder). An empty folder as Go's file server
+    /// lists it (no title, no links) is still an empty folder, and a listing without a content type a listing.
     func testAFolderAnsweringWithAPageThatIsNotAListingHoldsBackRemovals() async throws {
         let stub = try StubServer()
         let snapshot = try await listing(of: "welcome-sub", from: stub)
-        XCTAssertEqual(snapshot.entries.map(\.path.description), ["empty", "sub"])
-        XCTAssertEqual(snapshot.issues.map(\.description), [
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["empty", "sub", "untyped", "untyped/x.txt", "was-a-file"])
+        XCTAssertEqual(snapshot.issues.map(\.description).sorted(), [
             "cannot list sub: \(stub.url("welcome-sub"))sub/ answers with a page that is not a listing (no \"Index of\" title, no link to anything in the folder), so Folio cannot tell which files it holds; nothing is removed until it can: have the server list this folder (an HTML or JSON index, or WebDAV), or exclude it",
+            "cannot list was-a-file: \(stub.url("welcome-sub"))was-a-file/ answers with a body of type application/octet-stream, not a listing of the folder, so Folio cannot tell which files it holds; nothing is removed until it can: have the server list this folder (an HTML or JSON index, or WebDAV), or exclude it",
         ])
         XCTAssertFalse(snapshot.isComplete)
     }

@@ -258,13 +258,22 @@ class Handler(BaseHTTPRequestHandler):
             # A listing whose folder "sub" answers with an application's welcome page (no index title, no link
             # into the folder), and whose folder "empty" is an empty folder as Go's http.FileServer lists it.
             if self.path == "/welcome-sub/":
-                page = b'<html><head><title>Index of /welcome-sub/</title></head><body><a href="sub/">sub/</a> <a href="empty/">empty/</a></body></html>'
+                page = (b'<html><head><title>Index of /welcome-sub/</title></head><body><a href="sub/">sub/</a> <a href="empty/">empty/</a>'
+                        b' <a href="was-a-file/">was-a-file/</a> <a href="untyped/">untyped/</a></body></html>')
                 return self.send(200, page, [("Content-Type", "text/html")])
+            if self.path == "/welcome-sub/was-a-file/":
+                # lighttpd, a moment after a file was replaced by a folder of its name: the file's old bytes.
+                return self.send(200, b"old file bytes\n", [("Content-Type", "application/octet-stream")])
+            if self.path == "/welcome-sub/untyped/":
+                # A listing sent without a content type is still read as one.
+                return self.send(200, b'<pre><a href="../">../</a>\n<a href="x.txt">x.txt</a> 5\n</pre>\n')
             if self.path == "/welcome-sub/sub/":
                 page = b'<html><head><title>Welcome to our site</title></head><body><a href="https://example.org/">home</a></body></html>'
                 return self.send(200, page, [("Content-Type", "text/html")])
             if self.path == "/welcome-sub/empty/":
                 return self.send(200, b'<pre>\n</pre>\n', [("Content-Type", "text/html")])
+            if self.path == "/welcome-sub/untyped/x.txt":
+                return self.send(200, b"hello", [("ETag", '"x"'), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
             return self.send(404, b"not found")
         if scenario == "range-overrun":
             # A plain index page whose file gives HEAD no size, and answers the one-byte GET with two bytes.
