@@ -36,6 +36,10 @@ struct Folio: AsyncParsableCommand {
         // A parent that ignores SIGCHLD passes that on through exec, and the kernel would then reap hooks itself:
         // their exit status lost (every hook "succeeded"), and their pid free for reuse while Folio may signal it.
         signal(SIGCHLD, SIG_DFL)
+        if let refusal = ArgumentEncoding.refusal() {
+            FileDescriptorOutput.writeToStandardError("folio: \(refusal)\n")
+            Foundation.exit(ExitStatus.usage.rawValue)
+        }
         do {
             var command = try parseAsRoot()
             if var command = command as? AsyncParsableCommand {

@@ -505,6 +505,17 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/gone")))
     }
 
+    /// A path on the command line that is not UTF-8 is refused, exit 2: decoded with U+FFFD in place of its
+    /// byte, it mirrored into a new folder beside the one named.
+    func testAPathArgumentThatIsNotUTF8IsRefused() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        let outcome = FolioBinary.run(["mirror", "src"], environment: environment,
+                                      launcher: ["/bin/sh", "-c", #"exec "$0" "$@" "$(printf 'd\377x')""#], currentDirectory: work.path(""))
+        XCTAssertEqual(outcome.status, 2, outcome.stderr)
+        XCTAssertEqual(outcome.stderrLines, [#"folio: the argument "d\xffx" is not UTF-8 text; Folio takes paths as UTF-8: rename the folder or file, or reach it through a symbolic link whose name is UTF-8"#])
+        XCTAssertEqual(FixtureTree.listing(work.path("")).filter { $0.hasPrefix("d") }, [])
+    }
+
     /// Emptying earlier runs' trash is said, not done without a word: here by lowering trash-days to 0.
     func testEmptyingTheTrashIsSaid() throws {
         FixtureTree.write(work.path("src"), "a.txt", "one")
