@@ -5,8 +5,9 @@
 public struct Snapshot: Sendable {
     /// Sorted by path, no duplicates.
     public let entries: [Entry]
-    /// Folders that could not be read, names that were skipped, names that clash once normalised.
-    public let issues: [ListingIssue]
+    /// Folders that could not be read, names that were skipped, names that clash once normalised, and warnings
+    /// about the source as a whole (added with `warn`).
+    public private(set) var issues: [ListingIssue]
     /// What the source learned about its server that the next listing can use (`ListingHints.memo`); kept in
     /// the state database at the end of every run whose listing finished.
     public var memo: String?
@@ -25,6 +26,11 @@ public struct Snapshot: Sendable {
     /// snapshot's path instead of building an equal one keeps one copy of each name in memory, not three.
     public func path(matching bytes: UnsafeBufferPointer<UInt8>) -> RelativePath? {
         entries.index(ofPath: bytes) { $0.path }.map { entries[$0].path }
+    }
+
+    /// Adds a warning about the source as a whole: said every run, it holds nothing back.
+    public mutating func warn(_ text: String, about source: String) {
+        issues.append(ListingIssue(path: source, kind: .warning(text)))
     }
 
     /// False when some part of the tree could not be listed; such a snapshot must never drive a removal.

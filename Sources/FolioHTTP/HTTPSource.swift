@@ -107,6 +107,12 @@ public struct HTTPSource: Source {
                 "insecure-tls = true: the server's certificate is not checked, so anyone on the network path can pose as it; use ca-file instead")))
         }
         var snapshot = listing.builder.finish()
+        // Why every run: an edit that keeps a file's size is then never seen, and the mirror stays stale with exit 0
+        // (lighttpd without `mimetype.assign` sends neither header).
+        let unversioned = snapshot.entries.lazy.filter { $0.kind == .file && !$0.mtime.isKnown && $0.validator == nil }.count
+        if unversioned > 0 {
+            snapshot.warn("the server gives no time (Last-Modified) and no ETag for \(unversioned == 1 ? "1 file" : "\(unversioned) files"), so Folio sees only a change of size there; have the server send them (lighttpd: mimetype.assign, as Debian's configuration does)", about: displayName)
+        }
         listing.memo.far = TargetConfig.isFar(roundTrip: client.roundTrips.fastest)
         snapshot.memo = listing.memo.text
         return snapshot

@@ -28,13 +28,13 @@ enum IndexPageParser {
         contentType?.lowercased().contains("json") ?? (body.first == UInt8(ascii: "["))
     }
 
-    /// Whether a page is HTML, by its content type, or by its first KiB when it has none: what is neither this
-    /// nor JSON (a `text/plain` or `application/octet-stream` body: a file served where its folder was asked
-    /// for) is no listing, though it has no links, as an empty folder's listing has none.
+    /// Whether a page is HTML, by its content type, or else by its first KiB (a server without MIME types sends
+    /// its pages as `application/octet-stream`): what is neither this nor JSON (a file served where its folder
+    /// was asked for) is no listing, though it has no links, as an empty folder's listing has none.
     static func isHTML(_ body: [UInt8], contentType: String?) -> Bool {
         if let contentType {
             let type = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-            return type == "text/html" || type == "application/xhtml+xml"
+            if type == "text/html" || type == "application/xhtml+xml" { return true }
         }
         let lower = body.prefix(1024).map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }
         return ["<!doctype html", "<html", "<pre", "<a ", "<table", "<ul"].contains { find(Array($0.utf8), in: lower, from: 0) != nil }

@@ -252,6 +252,20 @@ final class HTTPMirrorCLITests: XCTestCase {
         XCTAssertEqual(stub.requests.filter { ($0["method"] as? String) == "GET" && ($0["path"] as? String) == "/weak-etag/f.txt" }.count, 1)
     }
 
+    /// A server that gives files no time and no ETag is mirrored, with a warning every run: only a change of size
+    /// can be seen there, and the mirror stayed stale without a word.
+    func testAServerGivingNoTimeOrETagIsWarnedAbout() throws {
+        let stub = try StubServer()
+        let scratch = TemporaryDirectory("cli-unversioned")
+        let warning = "mirror:\(scratch.path("dest")): \(stub.url("unversioned")): the server gives no time (Last-Modified) and no ETag for 1 file, so Folio sees only a change of size there; have the server send them (lighttpd: mimetype.assign, as Debian's configuration does)"
+        for _ in 0..<2 {
+            let outcome = mirror(stub.url("unversioned"), scratch)
+            XCTAssertEqual(outcome.status, 0, outcome.stderr)
+            XCTAssertEqual(outcome.stdoutLines.first, warning, outcome.stdout)
+        }
+        XCTAssertEqual(FixtureTree.read(scratch.path("dest/doc.txt")), Array("version-1\n".utf8))
+    }
+
     /// A server that asks for seconds of quiet (429 with `Retry-After`) gets them, and the run says so as it
     /// happens: a pause of minutes without a word looked like a hang.
     func testALongRetryAfterIsSaidAsItHappens() throws {
