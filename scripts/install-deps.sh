@@ -4,6 +4,7 @@ set -euo pipefail
 packages=(
   pkg-config libssh2-1-dev libcurl4-openssl-dev libsqlite3-dev libsystemd-dev  # build
   openssh-server openssh-client nginx libnginx-mod-http-dav-ext apache2 python3 util-linux  # test servers
+  proftpd-core proftpd-mod-crypto  # an SFTP server that is not OpenSSH (mod_sftp; SFTPEndToEndTests)
   exfatprogs exfat-fuse  # a destination that ignores case (CaseInsensitiveDestinationTests)
   faketime  # a wall clock behind the time since boot (MirrorEndToEndTests: trash made before NTP set the clock)
   gdb  # scripts/run-tests.sh: the stacks of a test that hangs
@@ -23,7 +24,7 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 # The packages enable services we do not want running; tests start their own on 127.0.0.1 high ports.
-for service in nginx apache2 ssh; do
+for service in nginx apache2 ssh proftpd; do
   systemctl disable --now "$service" >/dev/null 2>&1 || true
 done
 # An unprivileged account for the SFTP tests' unreadable-folder case (root reads everything). '*' rather than

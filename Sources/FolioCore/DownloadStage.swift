@@ -176,7 +176,10 @@ struct DownloadStage: Sendable {
         var reconnects = 0
         while !progress.isCancelled, outcome.withLock({ $0.runError == nil }) {
             if connection == nil {
-                if lookFirst, interrupted == nil, pending.isEmpty, !queue.hasWork { return }
+                if lookFirst, interrupted == nil, pending.isEmpty, queue.endIfIdle() {
+                    countedOut = true
+                    return
+                }
                 do {
                     connection = try source.makeConnection()
                 } catch {
@@ -194,8 +197,9 @@ struct DownloadStage: Sendable {
                 }
             }
             if pending.isEmpty {
-                switch queue.next() {
+                switch queue.nextOrEnd() {
                 case nil:
+                    countedOut = true
                     return
                 case .file(let index):
                     pending = [index]
@@ -227,6 +231,12 @@ struct DownloadStage: Sendable {
                     connection?.close()
                     connection = nil
                     reconnects += 1
+                    if reconnects > 1, queue.handOver(index) {
+                        // Other workers are still running: the file is theirs to fetch. A server that caps each
+                        // user's connections (proftpd's MaxClientsPerUser) lets a session in and then drops it.
+                        countedOut = true
+                        return
+                    }
                     if reconnects > 1 {
                         record(sourceError, for: download, in: outcome)
                         countedOut = true
@@ -365,6 +375,41 @@ final class JobQueue: Sendable {
 
     /// Whether a job or a left-over file is waiting.
     var hasWork: Bool { state.withLock { $0.hasWork } }
+
+    /// A worker's next item; nil when none is left, and then the worker is counted out in the same step. Why
+    /// together: a worker handing its file over (`handOver`) must know that some worker still running will ask
+    /// again, and one that found the queue empty but was not yet counted out would leave the file behind.
+    func nextOrEnd() -> Item? {
+        state.withLock { state in
+            if let file = state.files.popLast() { return .file(file) }
+            guard state.next < state.count else {
+                state.running -= 1
+                return nil
+            }
+            defer { state.next += 1 }
+            return .job(state.next)
+        }
+    }
+
+    /// Counts a worker out when nothing is waiting; false (and it stays counted) when something is.
+    func endIfIdle() -> Bool {
+        state.withLock { state in
+            guard !state.hasWork else { return false }
+            state.running -= 1
+            return true
+        }
+    }
+
+    /// Gives `file` to the other workers and counts this one out, when another is still running (which will
+    /// ask `nextOrEnd` again before it ends); false, with nothing changed, for the last one.
+    func handOver(_ file: Int) -> Bool {
+        state.withLock { state in
+            guard state.running > 1 else { return false }
+            state.files.insert(file, at: 0)
+            state.running -= 1
+            return true
+        }
+    }
 
     /// Queues downloads a batch did not fetch, in their order.
     func putBack(_ files: [Int]) {

@@ -163,6 +163,7 @@ final class SSHSession {
         do {
             let started = try startSFTPChannel()
             sftp = started
+            endpoint.subsystemFaults.noteStarted()
             return started
         } catch where !error.isConnectionLoss && !error.isChannelClosed {
             // A server that allows few channels on a connection (`MaxSessions 1`) refuses this one while the
@@ -186,6 +187,12 @@ final class SSHSession {
             if startedPipe == nil { _ = try? pipe() }
             if let ended = endpoint.subsystemFaults.ended { throw ended }
             if let text = endpoint.subsystemFaults.text { throw text }
+            if endpoint.subsystemFaults.hasStarted {
+                // SFTP works on another session: this one was let in and then dropped, as proftpd does past its
+                // MaxClientsPerUser. A lost connection, so the download stage leaves the file to the sessions
+                // the server keeps (it said "no SFTP subsystem" of every file this session took).
+                throw LibSSH2Error(code: -13, message: "the server dropped this session as SFTP began, though SFTP works on another (it caps this user's connections)")
+            }
             throw LibSSH2Error(code: error.code, message: "the server offers no SFTP subsystem; enable \"Subsystem sftp internal-sftp\" in its sshd_config (\(error.message))")
         }
     }

@@ -36,6 +36,27 @@ final class SFTPEndToEndTests: XCTestCase {
         FixtureTree.write(work.path("src"), "z.bin", FixtureTree.bytes(count: 300 << 10, seed: 5), mtime: (1_600_000_002, 0))
     }
 
+    /// ProFTPD's mod_sftp capping the user at one connection (`MaxClientsPerUser 1`, as shared hosts do) lets the
+    /// download workers' sessions log in, then drops them as their SFTP begins. The files those sessions took are
+    /// left to the session the server keeps, and the mirror is exact, exit 0: each such file failed with "the
+    /// server offers no SFTP subsystem", exit 3, one file fetched per run.
+    func testAServerThatDropsSessionsPastItsCapGetsEveryFileThroughTheOneItKeeps() throws {
+        let server = try ProFTPDServer(maxClientsPerUser: 1)
+        for index in 0..<6 {
+            FixtureTree.write(server.home, "m/big\(index).bin", FixtureTree.bytes(count: 400 << 10, seed: UInt64(index)), mtime: (1_600_000_000 + index, 0))
+        }
+        for index in 0..<10 { FixtureTree.write(server.home, "m/s\(index).txt", "small \(index)\n", mtime: (1_600_000_100, 0)) }
+        _ = try LoopbackServer.run("chmod", ["-R", "a+rX", server.home])
+        let outcome = FolioBinary.run(["mirror", server.url("m"), work.path("dst"), "--identity", server.userKeyPath, "--known-hosts", server.knownHostsPath,
+                                       "--transfers", "4"], environment: environment)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr + outcome.stdout)
+        XCTAssertEqual(outcome.stderr, "")
+        XCTAssertEqual(FixtureTree.listing(work.path("dst")), FixtureTree.listing(server.home + "/m"))
+        for index in 0..<6 { XCTAssertEqual(FixtureTree.read(work.path("dst/big\(index).bin")), FixtureTree.bytes(count: 400 << 10, seed: UInt64(index))) }
+        let log = (try? String(contentsOfFile: server.logPath, encoding: .utf8)) ?? ""
+        XCTAssertTrue(log.contains("Maximum connections for host/user reached"), "the cap was never met, so this tested nothing: \(log)")
+    }
+
     /// Mirrors `writeSmallFilesAndALargeOne`'s tree from a server whose SFTP cannot be used, and checks that the
     /// small files came over exec (tar), exact, and that the large one failed alone (exit 3, never half a file).
     /// Returns the large file's message.
