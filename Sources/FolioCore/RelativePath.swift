@@ -163,10 +163,11 @@ public struct RelativePath: Hashable, Sendable, Comparable, CustomStringConverti
     /// The path for people: UTF-8 where valid, `\xNN` for the bytes that are not, control characters escaped.
     public var description: String { withBytes { Self.display($0) } }
 
-    /// Renders any name or path bytes for a message, never letting a control byte reach a terminal.
+    /// Renders any name or path bytes for a message, never letting a control byte reach a terminal, nor a
+    /// character that reorders what a terminal shows (a right-to-left override makes `gpj.exe` read `exe.jpg`).
     public static func display<Bytes: Collection>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
         let decoded = String(decoding: bytes, as: UTF8.self)
-        if decoded.utf8.elementsEqual(bytes), !decoded.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+        if decoded.utf8.elementsEqual(bytes), !decoded.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || isHidden($0) }) {
             return decoded
         }
         var out = ""
@@ -184,7 +185,11 @@ public struct RelativePath: Hashable, Sendable, Comparable, CustomStringConverti
                 let scalar = bytes[index..<end]
                 let text = String(decoding: scalar, as: UTF8.self)
                 if text.utf8.elementsEqual(scalar) {
-                    out += text
+                    if let hidden = text.unicodeScalars.first, isHidden(hidden) {
+                        out += "\\u{" + String(hidden.value, radix: 16, uppercase: true) + "}"
+                    } else {
+                        out += text
+                    }
                     index = end
                     continue
                 }
@@ -193,6 +198,14 @@ public struct RelativePath: Hashable, Sendable, Comparable, CustomStringConverti
             index = bytes.index(after: index)
         }
         return out
+    }
+
+    /// C1 control characters, and the marks and overrides that reorder bidirectional text: shown escaped.
+    private static func isHidden(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x80...0x9F, 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+        default: false
+        }
     }
 
     /// Component-wise order (a folder's children come right after it, before its next sibling): bytes compare

@@ -151,14 +151,17 @@ final class ConsoleReporter: SyncEventSink, @unchecked Sendable {
     private func redraw(_ state: inout State) {
         var out = String(repeating: "\u{1B}[1A\u{1B}[2K", count: state.drawnLines) + "\r\u{1B}[2K"
         var lines: [String] = []
-        let width = Int(Self.terminalWidth())
+        let (width, rows) = Self.terminalSize()
         for target in state.targets {
-            lines.append(Self.clip(Self.progressLine(target.name, target.state), width))
+            lines.append(Self.clip(Self.progressLine(Self.fitted(target.name, besides: Self.progressLine("", target.state), width), target.state), width))
             if target.state.stage == "downloading", let progress = target.state.progress {
                 let names = progress.inFlight.prefix(4).map { "\($0)" }
                 if !names.isEmpty { lines.append(Self.clip("  ↳ " + names.joined(separator: ", "), width)) }
             }
         }
+        // Why no more lines than the terminal has rows, less one: lines scrolled off the top cannot be moved up
+        // to and erased, and each redraw left them behind.
+        lines = Array(lines.prefix(max(1, rows - 1)))
         out += lines.map { $0 + "\n" }.joined()
         state.drawnLines = lines.count
         write(out)
@@ -187,13 +190,30 @@ final class ConsoleReporter: SyncEventSink, @unchecked Sendable {
         return "\(name): downloading \(progress.filesDone)/\(plan.downloads) files, \(ByteCount.format(bytes))/\(ByteCount.format(plan.downloadBytes)), \(ByteCount.rate(rate))\(eta)"
     }
 
-    private static func clip(_ line: String, _ width: Int) -> String {
-        line.count <= width ? line : String(line.prefix(max(10, width - 1))) + "…"
+    /// A target's name cut at its start where the line it begins would not fit: the numbers after it are what a
+    /// narrow terminal must still show, and a path's end is the part that tells targets apart.
+    private static func fitted(_ name: String, besides rest: String, _ width: Int) -> String {
+        let room = width - TerminalColumns.of(rest)
+        guard TerminalColumns.of(name) > room, room >= 8 else { return name }
+        var kept = ""
+        var used = 1
+        for character in name.reversed() {
+            used += TerminalColumns.of(character)
+            if used > room { break }
+            kept.insert(character, at: kept.startIndex)
+        }
+        return "…" + kept
     }
 
-    private static func terminalWidth() -> UInt16 {
+    private static func clip(_ line: String, _ width: Int) -> String {
+        TerminalColumns.clip(line, to: width)
+    }
+
+    /// The terminal's columns and rows (100 × 24 when it does not say).
+    private static func terminalSize() -> (columns: Int, rows: Int) {
         var size = winsize()
-        return ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0 && size.ws_col > 0 ? size.ws_col : 100
+        guard ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0 else { return (100, 24) }
+        return (size.ws_col > 0 ? Int(size.ws_col) : 100, size.ws_row > 0 ? Int(size.ws_row) : 24)
     }
 
     // MARK: json

@@ -516,6 +516,45 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(FixtureTree.listing(work.path("")).filter { $0.hasPrefix("d") }, [])
     }
 
+    /// The live progress on a 40-column terminal with Japanese names: no progress line is wider than the
+    /// terminal, measured in columns (a CJK character takes two). Counted in characters, the lines wrapped, the
+    /// redraw moved up too few rows, and stale lines piled up on the screen.
+    func testTheLiveProgressFitsATerminalInColumnsNotCharacters() throws {
+        for index in 0..<8 { FixtureTree.write(work.path("src"), "ファイル名の長い写真_\(index).jpg", FixtureTree.bytes(count: 200_000, seed: UInt64(index))) }
+        // Runs folio on a pseudo-terminal of 40 columns, and prints the widest progress line it drew, in columns.
+        let terminal = #"""
+            import os, pty, sys, fcntl, termios, struct, select, re, unicodedata
+            pid, fd = pty.fork()
+            if pid == 0:
+                os.execv(sys.argv[1], sys.argv[1:])
+            fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))
+            out = b""
+            while True:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            _, status = os.waitpid(pid, 0)
+            text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "\n", out.decode("utf-8", "replace"))
+            def columns(line):
+                return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
+            drawn = [l for l in re.split(r"[\r\n]", text) if "downloading" in l or "\u21b3" in l]
+            print("drew %d progress lines, the widest %d columns" % (len(drawn), max(map(columns, drawn), default=0)))
+            sys.exit(os.waitstatus_to_exitcode(status))
+            """#
+        let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("写真のバックアップ先フォルダ"), "--bwlimit", "1M"],
+                                      environment: environment.merging(["TERM": "xterm"]) { $1 }, launcher: ["/usr/bin/python3", "-c", terminal])
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        let drawn = outcome.stdoutLines.last ?? ""
+        XCTAssertTrue(drawn.hasPrefix("drew "), outcome.stdout)
+        XCTAssertFalse(drawn.hasPrefix("drew 0 "), "no progress was drawn, so this tested nothing: \(outcome.stdout)")
+        let widest = Int(drawn.split(separator: " ").dropLast().last ?? "") ?? .max
+        XCTAssertLessThanOrEqual(widest, 40, drawn)
+    }
+
     /// Emptying earlier runs' trash is said, not done without a word: here by lowering trash-days to 0.
     func testEmptyingTheTrashIsSaid() throws {
         FixtureTree.write(work.path("src"), "a.txt", "one")

@@ -35,6 +35,11 @@ final class RelativePathTests: XCTestCase {
         let latin1 = try RelativePath.root.appending(name: [0x63, 0x61, 0x66, 0xE9])
         XCTAssertEqual(latin1.bytes, [0x63, 0x61, 0x66, 0xE9])
         XCTAssertEqual(latin1.description, "caf\\xe9")
+        // A right-to-left override is kept, and shown escaped: on a terminal, "photo\u{202E}gpj.exe" reads as an image.
+        let override = try RelativePath(validating: "photo\u{202E}gpj.exe")
+        XCTAssertEqual(override.bytes, Array("photo\u{202E}gpj.exe".utf8))
+        XCTAssertEqual(override.description, "photo\\u{202E}gpj.exe")
+        XCTAssertEqual(try RelativePath(validating: "a\u{85}b").description, "a\\u{85}b")
         // NFC and NFD are two names.
         XCTAssertNotEqual(try RelativePath(validating: "caf\u{E9}"), try RelativePath(validating: "cafe\u{301}"))
     }
