@@ -45,8 +45,13 @@ public struct Config: Sendable, Equatable {
             }
             throw ConfigError(file: path, line: nil, message: message)
         }
-        guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw ConfigError(file: path, line: nil, message: "the configuration file is not UTF-8 text")
+        // Why the byte-order mark is passed over: Windows editors (Notepad) start UTF-8 files with one, and TOML
+        // takes it as the start of a key.
+        let body = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? bytes.dropFirst(3) : bytes[...]
+        guard let text = String(validating: body, as: UTF8.self) else {
+            let lines = body.split(separator: 0x0A, omittingEmptySubsequences: false)
+            let line = 1 + (lines.firstIndex { String(validating: $0, as: UTF8.self) == nil } ?? 0)
+            throw ConfigError(file: path, line: line, message: "this line is not UTF-8 text; save the file as UTF-8")
         }
         return try parse(text, file: path)
     }

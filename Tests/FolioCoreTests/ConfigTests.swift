@@ -207,6 +207,20 @@ final class ConfigTests: XCTestCase {
         }
     }
 
+    /// A file saved with a byte-order mark (Notepad's UTF-8) loads; it said "expected a key name" of line 1. A
+    /// file in another encoding names the first line that is not UTF-8.
+    func testAByteOrderMarkIsPassedOverAndALineNotInUTF8IsNamed() throws {
+        let folder = TemporaryDirectory("config-encoding")
+        let marked = folder.path("bom.toml")
+        XCTAssertTrue(FileManager.default.createFile(atPath: marked, contents: Data([0xEF, 0xBB, 0xBF] + Array("[[target]]\nname = \"a\"\nsource = \"/src\"\ndestination = \"/dst\"\n".utf8))))
+        XCTAssertEqual(try Config.load(path: marked).targets.map(\.name), ["a"])
+        let latin1 = folder.path("latin1.toml")
+        XCTAssertTrue(FileManager.default.createFile(atPath: latin1, contents: Data(Array("[[target]]\nname = \"caf".utf8) + [0xE9] + Array("\"\n".utf8))))
+        XCTAssertThrowsError(try Config.load(path: latin1)) {
+            XCTAssertEqual(($0 as? ConfigError)?.description, "\(latin1):2: this line is not UTF-8 text; save the file as UTF-8")
+        }
+    }
+
     func testDurations() {
         XCTAssertEqual(DurationText.seconds("90s"), 90)
         XCTAssertEqual(DurationText.seconds("15m"), 900)
