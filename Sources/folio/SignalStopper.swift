@@ -1,9 +1,12 @@
+import CFolioSys
 import Dispatch
 import FolioCore
 import Glibc
 
-/// Turns the first SIGINT or SIGTERM into a clean stop of every running target (workers stop between chunks,
-/// partial files stay; a source still connecting or listing gives up); a second SIGINT exits at once (130).
+/// Turns the first SIGINT, SIGTERM or SIGHUP into a clean stop of every running target (workers stop between
+/// chunks, partial files stay; a source still connecting or listing gives up); a second SIGINT exits at once (130).
+/// Why SIGHUP: a terminal closed or an SSH connection dropped under `folio sync --now` ended it at once, files in
+/// flight and the run's record with it; under `nohup` (SIGHUP ignored from the start) it stays ignored.
 final class SignalStopper: @unchecked Sendable {
     // Why @unchecked: `sources` are dispatch sources (thread-safe, not marked Sendable on Linux), set once in init.
     private let running = Locked<(stopped: Bool, runs: [TransferProgress], actions: [@Sendable () -> Void])>((false, [], []))
@@ -12,17 +15,20 @@ final class SignalStopper: @unchecked Sendable {
     init(reporter: ConsoleReporter) {
         let running = self.running
         var sources: [DispatchSourceSignal] = []
-        for signalNumber in [SIGINT, SIGTERM] {
+        var signals = [SIGINT, SIGTERM]
+        if folio_signal_is_ignored(SIGHUP) == 0 { signals.append(SIGHUP) }
+        for signalNumber in signals {
             signal(signalNumber, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
             source.setEventHandler {
-                let (again, actions) = running.withLock { state in
+                let (again, actions, started) = running.withLock { state in
                     defer { state.stopped = true }
                     for progress in state.runs { progress.cancel() }
-                    return (state.stopped, state.stopped ? [] : state.actions)
+                    return (state.stopped, state.stopped ? [] : state.actions, !state.runs.isEmpty)
                 }
                 if again && signalNumber == SIGINT { _exit(130) }
-                reporter.note("stopping: the files in flight keep their partial files for the next run; Ctrl-C again quits at once")
+                // Before any run started (waiting for another's lock, say), there are no files in flight to speak of.
+                reporter.note(started ? "stopping: the files in flight keep their partial files for the next run; Ctrl-C again quits at once" : "stopping")
                 for action in actions { action() }
             }
             source.resume()
@@ -56,5 +62,6 @@ final class SignalStopper: @unchecked Sendable {
         for source in sources { source.cancel() }
         signal(SIGINT, SIG_DFL)
         signal(SIGTERM, SIG_DFL)
+        if sources.count > 2 { signal(SIGHUP, SIG_DFL) }
     }
 }

@@ -22,7 +22,9 @@ struct StatusCommand: ParsableCommand {
         do {
             loaded = try Config.load(path: path)
         } catch {
-            if config != nil || FileManager.default.fileExists(atPath: path) { throw CLIError.usage(error.description) }
+            // A file named (by --config or $FOLIO_CONFIG) must be there; only the default may be missing.
+            let named = config != nil || ProcessInfo.processInfo.environment["FOLIO_CONFIG"].map { !$0.isEmpty } == true
+            if named || FileManager.default.fileExists(atPath: path) { throw CLIError.usage(error.description) }
             loaded = nil
         }
         let directory = StateLocation.directory(configured: loaded?.stateDirectory)
@@ -55,13 +57,16 @@ struct StatusCommand: ParsableCommand {
                 if let run {
                     object["result"] = run.result
                     object["started_at"] = ISO8601DateFormatter().string(from: run.startedAt)
-                    if let ended = run.endedAt { object["ended_at"] = ISO8601DateFormatter().string(from: ended); object["seconds"] = JSONLine.seconds(ended.timeIntervalSince(run.startedAt)) }
-                    object["downloaded"] = run.downloaded
-                    object["updated"] = run.updated
-                    object["removed"] = run.removed
-                    object["trashed"] = run.trashed
-                    object["bytes"] = run.bytes
-                    object["failed"] = run.failed
+                    if let ended = run.endedAt {
+                        object["ended_at"] = ISO8601DateFormatter().string(from: ended)
+                        object["seconds"] = JSONLine.seconds(ended.timeIntervalSince(run.startedAt))
+                        object["downloaded"] = run.downloaded
+                        object["updated"] = run.updated
+                        object["removed"] = run.removed
+                        object["trashed"] = run.trashed
+                        object["bytes"] = run.bytes
+                        object["failed"] = run.failed
+                    }
                     if let error = run.error { object["error"] = error }
                 }
                 let live = DaemonView(run: run, schedule: schedules[name])
@@ -94,9 +99,12 @@ struct StatusCommand: ParsableCommand {
         guard let run else { return line + ": never run" }
         let formatter = DateFormatter()
         formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
-        line += ": \(run.result) at \(formatter.string(from: run.startedAt))"
+        line += ": \(run.result) \(run.result == "running" ? "since" : "at") \(formatter.string(from: run.startedAt))"
         if let ended = run.endedAt { line += " (\(String(format1: ended.timeIntervalSince(run.startedAt))) s)" }
-        if run.result != "unchanged" {
+        // Why no counts for a run that never ended: they are recorded at its end, so a run still going, or one
+        // whose process was killed, would read "0 added" with its files in place (the running one's progress is
+        // on the line below, when the daemon runs it).
+        if run.result != "unchanged", run.endedAt != nil {
             line += ", \(run.downloaded) added, \(run.updated) updated, \(run.removed) removed, \(ByteCount.format(run.bytes))"
         }
         if run.failed > 0 { line += ", \(run.failed) failed" }

@@ -166,6 +166,7 @@ final class MirrorEndToEndTests: XCTestCase {
         let pid = running.process.processIdentifier
         XCTAssertTrue(status.stdout.contains("mirror:\(work.path("dst")): interrupted at "), status.stdout)
         XCTAssertTrue(status.stdout.contains(" — its process (pid \(pid)) ended before the run did; the next run resumes"), status.stdout)
+        XCTAssertFalse(status.stdout.contains("0 added"), "counts are recorded at a run's end, so a killed run has none to show: \(status.stdout)")
         XCTAssertFalse(status.stdout.contains("running"), status.stdout)
 
         let rerun = FolioBinary.run(["mirror", work.path("src"), work.path("dst"), "--json"], environment: environment)
@@ -555,6 +556,15 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertLessThanOrEqual(widest, 40, drawn)
     }
 
+    /// `folio status` with `$FOLIO_CONFIG` naming a file that is not there says so, exit 2, as `--config` does:
+    /// it said "no targets yet", exit 0.
+    func testStatusWithAConfigurationNamedButMissingSaysSo() {
+        let missing = work.path("nonexist.toml")
+        let outcome = FolioBinary.run(["status"], environment: environment.merging(["FOLIO_CONFIG": missing]) { $1 })
+        XCTAssertEqual(outcome.status, 2, outcome.stdout)
+        XCTAssertEqual(outcome.stderrLines, ["folio: \(missing): no configuration file here; copy config/folio.example.toml there, or pass --config FILE"])
+    }
+
     /// Emptying earlier runs' trash is said, not done without a word: here by lowering trash-days to 0.
     func testEmptyingTheTrashIsSaid() throws {
         FixtureTree.write(work.path("src"), "a.txt", "one")
@@ -793,6 +803,34 @@ final class MirrorEndToEndTests: XCTestCase {
         let stderr = String(decoding: running.standardErrorPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         XCTAssertEqual(running.process.terminationStatus, 1, stderr)
         XCTAssertEqual(stderr, "mirror:\(work.path("dst")): failed: cannot open \(work.path("dst"))/.folio/trash: Not a directory; a file or a link stands where a folder should be: move it aside\n")
+    }
+
+    /// A hang-up (the terminal closed, the SSH connection dropped) stops a run by hand as SIGTERM does: the files
+    /// done are kept and counted, the run is recorded as interrupted, exit 1. It ended the process at once.
+    func testAHangUpStopsARunCleanly() throws {
+        var current = sigaction()
+        sigaction(SIGHUP, nil, &current)
+        if unsafeBitCast(current.__sigaction_handler.sa_handler, to: Int.self) == 1 {
+            throw XCTSkip("the tests run with SIGHUP ignored (nohup), which folio keeps, as it should")
+        }
+        for index in 0..<8 { FixtureTree.write(work.path("src"), "f\(index).bin", FixtureTree.bytes(count: 200_000, seed: UInt64(index))) }
+        let running = FolioBinary.start(["mirror", "--json", "--bwlimit", "400K", work.path("src"), work.path("dst")], environment: environment)
+        var seen = Data()
+        let output = running.standardOutputPipe.fileHandleForReading
+        while !String(decoding: seen, as: UTF8.self).contains("\"event\":\"file-done\"") {
+            let chunk = output.availableData
+            if chunk.isEmpty { break }
+            seen.append(chunk)
+        }
+        kill(running.process.processIdentifier, SIGHUP)
+        seen.append(output.readDataToEndOfFile())
+        running.process.waitUntilExit()
+        XCTAssertEqual(running.process.terminationStatus, 1)
+        let done = try XCTUnwrap(String(decoding: seen, as: UTF8.self).split(separator: "\n").last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] })
+        XCTAssertEqual(done["result"] as? String, "interrupted", "\(done)")
+        let kept = FixtureTree.listing(work.path("dst")).filter { $0.hasSuffix(".bin") }.count
+        XCTAssertGreaterThan(kept, 0)
+        XCTAssertEqual(done["downloaded"] as? Int, kept, "\(done)")
     }
 
     /// Mirrors `source` with a 60 s timeout, sends SIGINT `pause` µs after the listing began (its event is out,

@@ -228,7 +228,7 @@ final class DaemonTests: XCTestCase {
         defer { daemon.signal(SIGCONT) }
 
         let status = try folio(["status"], log: "status.log")
-        XCTAssertTrue(status.output.contains("docs: running at "), status.output)
+        XCTAssertTrue(status.output.contains("docs: running since "), status.output)
         XCTAssertTrue(status.output.contains("  running now (pid \(daemon.pid))"), status.output)
         let json = try folio(["status", "--json"], log: "status-json.log")
         XCTAssertTrue(json.output.contains("\"running\":true"), json.output)
@@ -239,7 +239,7 @@ final class DaemonTests: XCTestCase {
         XCTAssertTrue(manual.output.contains("target docs is being synced by pid \(daemon.pid) (started "), manual.output)
         // Giving up on a busy folder is not a run: status still shows the daemon's.
         let after = try folio(["status"], log: "status-after.log")
-        XCTAssertTrue(after.output.contains("docs: running at "), after.output)
+        XCTAssertTrue(after.output.contains("docs: running since "), after.output)
 
         // Without --no-wait: it waits for the daemon's run, then runs, resuming the partial file.
         let waiting = try DaemonProcess(["sync", "--now", "docs", "--config", configPath], environment: environment, logPath: scratch.path("waiting.log"))

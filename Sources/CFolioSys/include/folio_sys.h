@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <signal.h>
 
 extern ssize_t copy_file_range(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t len, unsigned int flags);
 extern int syncfs(int fd);
@@ -28,6 +29,13 @@ static inline ssize_t folio_copy_file_range(int fd_in, off_t *off_in, int fd_out
 }
 
 static inline int folio_syncfs(int fd) { return syncfs(fd); }
+
+/// Whether `signal_number` is ignored (SIG_IGN): `nohup` starts a command with SIGHUP so. Why C: Swift cannot compare
+/// the handler's function pointer with SIG_IGN.
+static inline int folio_signal_is_ignored(int signal_number) {
+    struct sigaction current;
+    return sigaction(signal_number, NULL, &current) == 0 && current.sa_handler == SIG_IGN;
+}
 
 /// Renames like renameat, but atomically refuses (EEXIST) to replace an entry already at the new name
 /// (RENAME_NOREPLACE). Fails with EINVAL where the file system cannot do it (NFS, some FUSE ones).
