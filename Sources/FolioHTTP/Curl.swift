@@ -60,6 +60,10 @@ final class CurlEasy {
             [CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM]
                 .map { Int32($0.rawValue) }.contains(code)
         }
+        /// The certificate is valid but for another name than the URL's host.
+        var isNameMismatch: Bool {
+            code == Int32(CURLE_PEER_FAILED_VERIFICATION.rawValue) && (text.contains("subject name") || text.contains("does not match"))
+        }
         var isCancellation: Bool { code == Int32(CURLE_ABORTED_BY_CALLBACK.rawValue) }
         /// Nothing (or next to nothing) came for the whole timeout, connecting or waiting for the answer.
         var isTimeout: Bool { code == Int32(CURLE_OPERATION_TIMEDOUT.rawValue) }

@@ -145,6 +145,9 @@ final class HTTPClient: Sendable {
     }
 
     private func transportError(_ failure: CurlEasy.Failure, url: String, attempts: Int) -> SourceError {
+        if failure.isNameMismatch {
+            return SourceError(.authentication, "the TLS certificate of \(url) is for another name than the URL's host: \(failure); use a name the certificate was issued for in the URL (openssl x509 -noout -ext subjectAltName lists them)", underlying: failure.description)
+        }
         if failure.isCertificateProblem {
             return SourceError(.authentication, "the TLS certificate of \(url) is not trusted: \(failure); add its CA with ca-file", underlying: failure.description)
         }

@@ -64,6 +64,11 @@ public struct HTTPSource: Source {
             guard let data = FileManager.default.contents(atPath: caFile), !data.isEmpty else {
                 throw SourceError(.localIO, "cannot read ca-file \(caFile) for \(url); check that it exists and holds PEM certificates")
             }
+            // Why here: libcurl says only "error importing CA certificate blob", which the line then took for the
+            // server's certificate being untrusted, and advised the ca-file already given.
+            guard data.range(of: Data("-----BEGIN CERTIFICATE-----".utf8)) != nil else {
+                throw SourceError(.localIO, "ca-file \(caFile) holds no PEM certificate (-----BEGIN CERTIFICATE-----); give the CA's certificate in PEM form (openssl x509 -inform der -in ca.der -out ca.pem converts a DER one)")
+            }
             certificates = Array(data)
         }
         insecureTLS = settings.insecureTLS

@@ -243,6 +243,21 @@ final class HTTPServerTests: XCTestCase {
         XCTAssertTrue(text.hasPrefix("insecure-tls = true"), text)
     }
 
+    /// A certificate trusted (its CA given) but issued for another name than the URL's host says so, and what to
+    /// do: it advised adding the CA with ca-file, already given.
+    func testACertificateForAnotherNameSaysSo() async throws {
+        let server = try NginxServer(tls: true, certificateName: "nas.example.test")
+        let url = server.url("dav")
+        do {
+            _ = try await source(url) { $0.caFile = server.certificatePath }.snapshot(options: ListingOptions())
+            XCTFail("a certificate for another name was accepted")
+        } catch let error as SourceError {
+            XCTAssertEqual(error.code, .authentication)
+            XCTAssertTrue(error.message.hasPrefix("the TLS certificate of \(url) is for another name than the URL's host: curl 60 ("), error.message)
+            XCTAssertTrue(error.message.hasSuffix("; use a name the certificate was issued for in the URL (openssl x509 -noout -ext subjectAltName lists them)"), error.message)
+        }
+    }
+
     func testBasicAuthWithPasswordFileAndRefusedPassword() async throws {
         let server = try NginxServer()
         FixtureTree.write(server.servedRoot, "secret.txt", "inside\n", mtime: (1_700_000_000, 0))

@@ -35,6 +35,9 @@ final class HTTPSourceSettingsTests: XCTestCase {
                        "source https://127.0.0.1:9/a%20b/: token-file is set together with username or password-file; use one: a bearer token, or a user name and its password")
         XCTAssertEqual(message { $0.caFile = folder.path("missing.pem") },
                        "cannot read ca-file \(folder.path("missing.pem")) for https://127.0.0.1:9/a%20b/; check that it exists and holds PEM certificates")
+        FixtureTree.write(folder.path, "ca.der", [0x30, 0x82, 0x01, 0x0A])
+        XCTAssertEqual(message { $0.caFile = folder.path("ca.der") },
+                       "ca-file \(folder.path("ca.der")) holds no PEM certificate (-----BEGIN CERTIFICATE-----); give the CA's certificate in PEM form (openssl x509 -inform der -in ca.der -out ca.pem converts a DER one)")
         let unreadable = message { $0.username = "u"; $0.passwordFile = folder.path("missing") }
         XCTAssertEqual(unreadable, "cannot read password-file \(folder.path("missing")) (No such file or directory); check that it exists and is readable by this user")
     }

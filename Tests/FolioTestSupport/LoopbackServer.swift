@@ -190,11 +190,11 @@ public enum LoopbackServer {
     }
 
     /// A self-signed certificate for 127.0.0.1 in `folder`: returns (certificate, key) paths.
-    public static func makeCertificate(in folder: String) throws -> (certificate: String, key: String) {
+    public static func makeCertificate(in folder: String, name: String? = nil) throws -> (certificate: String, key: String) {
         let certificate = folder + "/cert.pem", key = folder + "/key.pem"
         try run("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                                     "-keyout", key, "-out", certificate, "-days", "2", "-subj", "/CN=127.0.0.1",
-                                     "-addext", "subjectAltName=IP:127.0.0.1"])
+                                     "-keyout", key, "-out", certificate, "-days", "2", "-subj", "/CN=\(name ?? "127.0.0.1")",
+                                     "-addext", name.map { "subjectAltName=DNS:\($0)" } ?? "subjectAltName=IP:127.0.0.1"])
         return (certificate, key)
     }
 }

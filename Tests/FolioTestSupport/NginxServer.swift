@@ -26,7 +26,9 @@ public final class NginxServer: @unchecked Sendable {
     public var accessLog: String { folder.path("access.log") }
     private var pid: Int32?
 
-    public init(tls: Bool = false) throws {
+    /// `certificateName`: the DNS name the TLS certificate is issued for, in place of 127.0.0.1 (a certificate
+    /// for another name than the URL's).
+    public init(tls: Bool = false, certificateName: String? = nil) throws {
         folder = TemporaryDirectory("nginx")
         servedRoot = folder.path("root")
         FixtureTree.makeFolder(folder.path, "root")
@@ -34,7 +36,7 @@ public final class NginxServer: @unchecked Sendable {
         chmod(folder.path, 0o755)
         port = try LoopbackServer.freePort()
         self.tls = tls
-        if tls { certificatePath = try LoopbackServer.makeCertificate(in: folder.path).certificate }
+        if tls { certificatePath = try LoopbackServer.makeCertificate(in: folder.path, name: certificateName).certificate }
         let hash = try LoopbackServer.run("/usr/bin/openssl", ["passwd", "-apr1", password]).trimmingCharacters(in: .whitespacesAndNewlines)
         try "folio:\(hash)\n".write(toFile: folder.path("htpasswd"), atomically: false, encoding: .utf8)
         try writeConfig()
