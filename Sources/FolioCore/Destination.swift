@@ -149,7 +149,12 @@ public final class Destination: Sendable {
     /// The refusal of a run into a destination that holds nothing of the `remembered` entries earlier runs left
     /// there (see `showsEarlierRuns`).
     public static func notMountedRefusal(_ path: String, remembered: Int) -> String {
-        "destination \(path) holds nothing of folio's earlier runs (they left \(remembered == 1 ? "1 entry" : "\(remembered) entries") and .folio/partial there): is its drive mounted? nothing was changed; if the folder was emptied on purpose, run with --force to mirror into it anew"
+        let left = remembered == 1 ? "1 entry" : "\(remembered) entries"
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            return "destination \(path) does not exist, though folio's earlier runs left \(left) there: is its drive mounted? nothing was made; if it was removed on purpose, run with --force to mirror into it anew"
+        }
+        return "destination \(path) holds nothing of folio's earlier runs (they left \(left) and .folio/partial there): is its drive mounted? nothing was changed; if the folder was emptied on purpose, run with --force to mirror into it anew"
     }
 
     /// The failure line of an entry below the destination's root that its scan could not read for `why` (see

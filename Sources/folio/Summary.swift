@@ -58,9 +58,10 @@ enum Summary {
             if report.dryRun {
                 let place = report.trashFolder.map { "moved to the trash in \($0)" } ?? "deleted (trash-days = 0)"
                 lines.append("\(name) (dry run): \(files) would be \(place): \(shown)\(more)")
+            } else if let trash = report.trashFolder {
+                lines.append("\(name): \(files) \(one ? "was" : "were") moved to the trash: \(shown)\(more) (kept in \(trash))")
             } else {
-                let place = report.trashFolder.map { " (kept in \($0))" } ?? " (trash-days = 0: deleted)"
-                lines.append("\(name): \(files) \(one ? "was" : "were") moved to the trash: \(shown)\(more)\(place)")
+                lines.append("\(name): \(files) \(one ? "was" : "were") deleted (trash-days = 0): \(shown)\(more)")
             }
         }
         let unread = report.issues.filter(\.blocksRemovals)

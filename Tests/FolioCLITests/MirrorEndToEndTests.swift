@@ -565,6 +565,18 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(outcome.stderrLines, ["folio: \(missing): no configuration file here; copy config/folio.example.toml there, or pass --config FILE"])
     }
 
+    /// With `trash-days = 0`, a local file Folio did not write is said to be deleted, not "moved to the trash".
+    func testALocalFileDeletedWithoutATrashIsSaidToBeDeleted() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        FixtureTree.write(work.path("src"), "b.txt", "b")
+        XCTAssertEqual(FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment).status, 0)
+        FixtureTree.write(work.path("dst"), "mine.txt", "mine")
+        let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("dst"), "--trash-days", "0"], environment: environment)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        XCTAssertTrue(outcome.stdoutLines.contains("mirror:\(work.path("dst")): 1 local file that folio did not write or that changed here was deleted (trash-days = 0): mine.txt"), outcome.stdout)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/mine.txt")))
+    }
+
     /// Emptying earlier runs' trash is said, not done without a word: here by lowering trash-days to 0.
     func testEmptyingTheTrashIsSaid() throws {
         FixtureTree.write(work.path("src"), "a.txt", "one")
@@ -746,7 +758,9 @@ final class MirrorEndToEndTests: XCTestCase {
             for dryRun in [false, true] {
                 let refused = FolioBinary.run(["mirror", work.path("src"), path] + (dryRun ? ["--dry-run"] : []), environment: environment)
                 XCTAssertEqual(refused.status, 4, refused.stdout)
-                XCTAssertEqual(refused.stderrLines, ["mirror:\(path): refused: destination \(path) holds nothing of folio's earlier runs (they left 3 entries and .folio/partial there): is its drive mounted? nothing was changed; if the folder was emptied on purpose, run with --force to mirror into it anew"])
+                XCTAssertEqual(refused.stderrLines, [destination == "usb"
+                    ? "mirror:\(path): refused: destination \(path) holds nothing of folio's earlier runs (they left 3 entries and .folio/partial there): is its drive mounted? nothing was changed; if the folder was emptied on purpose, run with --force to mirror into it anew"
+                    : "mirror:\(path): refused: destination \(path) does not exist, though folio's earlier runs left 3 entries there: is its drive mounted? nothing was made; if it was removed on purpose, run with --force to mirror into it anew"])
                 XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: work.path("usb")), [], "nothing is left in the mountpoint")
             }
 
