@@ -5,7 +5,9 @@ public enum ByteCount {
         let units = ["B", "KiB", "MiB", "GiB", "TiB"]
         var value = Double(bytes)
         var unit = 0
-        while value >= 1024 && unit < units.count - 1 {
+        // Why 1023.5 rather than 1024: a value that rounds to 1024 of a unit is shown as 1.0 of the next
+        // (1,048,575 B is "1.0 MiB", not "1024 KiB").
+        while value >= 1023.5 && unit < units.count - 1 {
             value /= 1024
             unit += 1
         }

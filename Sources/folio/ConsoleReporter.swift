@@ -186,7 +186,8 @@ final class ConsoleReporter: SyncEventSink, @unchecked Sendable {
         let bytes = progress.bytesDone
         let rate = Double(bytes) / elapsed
         let remaining = max(0, plan.downloadBytes - bytes)
-        let eta = rate > 0 ? " ETA \(DurationText.describe(seconds: Int(Double(remaining) / rate)))" : ""
+        // Rounded up: "ETA 0s" with a second's worth of bytes still to come read as done.
+        let eta = rate > 0 ? " ETA \(DurationText.describe(seconds: Int((Double(remaining) / rate).rounded(.up))))" : ""
         return "\(name): downloading \(progress.filesDone)/\(plan.downloads) files, \(ByteCount.format(bytes))/\(ByteCount.format(plan.downloadBytes)), \(ByteCount.rate(rate))\(eta)"
     }
 
