@@ -212,7 +212,8 @@ public struct SyncEngine: Sendable {
 
         if options.dryRun {
             describe(plan, target: name, destination: target.destination, trashDays: target.trashDays, report: &report)
-            report.result = plan.changesNothing ? .unchanged : .synced
+            // As the run would end: one that only adopts files already here, or forgets records, is "synced".
+            report.result = plan.changesNothing && plan.recordUpdates.isEmpty && plan.recordDeletions.isEmpty ? .unchanged : .synced
             return digest
         }
         guard let destination else { throw SourceError(.localIO, "destination \(target.destination) cannot be opened") }
@@ -380,6 +381,10 @@ public struct SyncEngine: Sendable {
             events.emit(.notice(target: target, message: "\(verb) \(download.entry.path) (\(ByteCount.format(download.entry.size)))\(download.hasLocalChanges ? " [local changes to trash]" : "")"))
         }
         for fix in plan.mtimeFixes { events.emit(.notice(target: target, message: "would set the time of \(fix.entry.path)")) }
+        let adopted = plan.recordUpdates.lazy.filter { $0.kind == .file }.count
+        if adopted > 0 {
+            events.emit(.notice(target: target, message: "would adopt \(adopted == 1 ? "1 file" : "\(adopted) files") already here, the same size and time as the source's, without fetching \(adopted == 1 ? "it" : "them")"))
+        }
         report.downloaded = plan.downloads.filter { $0.replacing == nil }.count
         report.updated = plan.downloads.count - report.downloaded + plan.mtimeFixes.count
         report.removed = plan.removedEntryCount

@@ -38,7 +38,9 @@ enum Summary {
             if report.updated > 0 { parts.append("\(report.updated) \(verb)updated") }
             if report.removed > 0 { parts.append("\(report.removed) \(verb)removed\(report.trashFolder != nil ? " (in trash)" : "")") }
             if report.createdFolders > 0 { parts.append("\(CountText.of(report.createdFolders, "folder")) \(verb)created") }
-            if parts.isEmpty { parts.append(report.failures.isEmpty ? "times and records brought up to date" : "nothing copied") }
+            if parts.isEmpty {
+                parts.append(report.dryRun ? "records would be brought up to date" : report.failures.isEmpty ? "times and records brought up to date" : "nothing copied")
+            }
             if report.dryRun {
                 lines.append("\(name) (dry run): \(parts.joined(separator: ", ")), \(ByteCount.format(report.bytes)) to copy")
             } else {

@@ -577,6 +577,19 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst/mine.txt")))
     }
 
+    /// A dry run into an existing copy says it would adopt its files, and ends as the run then does ("synced");
+    /// it said "nothing to do".
+    func testADryRunIntoAnExistingCopySaysItWouldAdoptIt() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a", mtime: (1_600_000_000, 0))
+        FixtureTree.write(work.path("dst"), "a.txt", "a", mtime: (1_600_000_000, 0))
+        let dry = FolioBinary.run(["mirror", "--dry-run", "--json", work.path("src"), work.path("dst")], environment: environment)
+        XCTAssertEqual(dry.status, 0, dry.stderr)
+        XCTAssertTrue(dry.events.contains { $0["message"] as? String == "would adopt 1 file already here, the same size and time as the source's, without fetching it" }, dry.stdout)
+        let real = FolioBinary.run(["mirror", "--json", work.path("src"), work.path("dst")], environment: environment)
+        XCTAssertEqual(dry.events.last?["result"] as? String, "synced", dry.stdout)
+        XCTAssertEqual(real.events.last?["result"] as? String, "synced", real.stdout)
+    }
+
     /// Emptying earlier runs' trash is said, not done without a word: here by lowering trash-days to 0.
     func testEmptyingTheTrashIsSaid() throws {
         FixtureTree.write(work.path("src"), "a.txt", "one")
