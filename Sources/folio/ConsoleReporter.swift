@@ -69,6 +69,27 @@ final class ConsoleReporter: SyncEventSink, @unchecked Sendable {
         }
     }
 
+    /// The process quits at once (a second Ctrl-C): the live block gives way to one line, and a JSON stream
+    /// still ends with a `target-done` per target under way, as its readers expect.
+    func quitAtOnce() {
+        let line = "quit at once: the files in flight keep their partial files for the next run"
+        let running: [(name: String, state: TargetState)] = state.withLock { state in
+            defer { state.targets = [] }
+            if mode == .terminal && state.drawnLines > 0 {
+                write(String(repeating: "\u{1B}[1A\u{1B}[2K", count: state.drawnLines) + "\r")
+                state.drawnLines = 0
+            }
+            return state.targets
+        }
+        guard mode == .json else { return FileDescriptorOutput.writeToStandardError(line + "\n") }
+        for target in running {
+            let seconds = Date().timeIntervalSince(target.state.started)
+            // Why no counts: they are made at a run's end, which this one does not reach (`bytes` is the live one).
+            write(JSONLine.encode(["event": "target-done", "target": target.name, "result": "interrupted", "error": line,
+                                   "bytes": target.state.progress?.bytesDone ?? 0, "seconds": JSONLine.seconds(seconds)]))
+        }
+    }
+
     /// A line for the operator outside any target (lock waits and the like).
     func note(_ line: String, target: String? = nil) {
         if mode == .json {

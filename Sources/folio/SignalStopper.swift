@@ -1,5 +1,6 @@
 import CFolioSys
 import Dispatch
+import Foundation
 import FolioCore
 import Glibc
 
@@ -26,7 +27,16 @@ final class SignalStopper: @unchecked Sendable {
                     for progress in state.runs { progress.cancel() }
                     return (state.stopped, state.stopped ? [] : state.actions, !state.runs.isEmpty)
                 }
-                if again && signalNumber == SIGINT { _exit(130) }
+                if again && signalNumber == SIGINT {
+                    // The screen and the JSON stream closed, then out; at most a fifth of a second later whatever
+                    // holds the reporter (a write blocked on a stalled terminal), since the user asked to quit now.
+                    Thread.detachNewThread {
+                        reporter.quitAtOnce()
+                        _exit(130)
+                    }
+                    usleep(200_000)
+                    _exit(130)
+                }
                 // Before any run started (waiting for another's lock, say), there are no files in flight to speak of.
                 reporter.note(started ? "stopping: the files in flight keep their partial files for the next run; Ctrl-C again quits at once" : "stopping")
                 for action in actions { action() }

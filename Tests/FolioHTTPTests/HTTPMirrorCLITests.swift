@@ -266,6 +266,36 @@ final class HTTPMirrorCLITests: XCTestCase {
         XCTAssertEqual(FixtureTree.read(scratch.path("dest/doc.txt")), Array("version-1\n".utf8))
     }
 
+    /// A second Ctrl-C quits at once, exit 130, and the JSON stream still ends with the run's `target-done`
+    /// (interrupted): it ended mid-stream. Here the first stop waits on a server that sends a byte every two
+    /// seconds, so the second always comes while the run is still stopping.
+    func testASecondCtrlCQuitsAtOnceAndStillEndsTheJSONStream() throws {
+        let stub = try StubServer()
+        let scratch = TemporaryDirectory("cli-quit")
+        let running = FolioBinary.start(["mirror", "--json", stub.url("trickle"), scratch.path("dest")], environment: ["FOLIO_STATE_DIR": scratch.path("state")])
+        var seen = Data()
+        let output = running.standardOutputPipe.fileHandleForReading
+        func read(until text: String) {
+            while !String(decoding: seen, as: UTF8.self).contains(text) {
+                let chunk = output.availableData
+                if chunk.isEmpty { return }
+                seen.append(chunk)
+            }
+        }
+        read(until: "\"event\":\"plan\"")
+        usleep(300_000)
+        kill(running.process.processIdentifier, SIGINT)
+        read(until: "stopping")
+        kill(running.process.processIdentifier, SIGINT)
+        seen.append(output.readDataToEndOfFile())
+        running.process.waitUntilExit()
+        XCTAssertEqual(running.process.terminationStatus, 130, String(decoding: seen, as: UTF8.self))
+        let last = try XCTUnwrap(String(decoding: seen, as: UTF8.self).split(separator: "\n").last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] })
+        XCTAssertEqual(last["event"] as? String, "target-done", "\(last)")
+        XCTAssertEqual(last["result"] as? String, "interrupted", "\(last)")
+        XCTAssertEqual(last["error"] as? String, "quit at once: the files in flight keep their partial files for the next run")
+    }
+
     /// A server that asks for seconds of quiet (429 with `Retry-After`) gets them, and the run says so as it
     /// happens: a pause of minutes without a word looked like a hang.
     func testALongRetryAfterIsSaidAsItHappens() throws {
