@@ -80,7 +80,11 @@ private struct Merge {
                 let entry = remote[r]
                 r += 1
                 if entry.path.components.first.map({ Array($0) == SyncPlanner.reservedName }) == true {
-                    plan.skipped.append(ListingIssue(path: entry.path.description, kind: .skipped(".folio is where Folio keeps its own files at the destination")))
+                    // One line for the folder, none for what it holds (a source that is itself a Folio mirror has
+                    // its trash there: "and 33 more" counted every entry of it).
+                    if entry.path.depth == 1 {
+                        plan.skipped.append(ListingIssue(path: entry.path.description, kind: .skipped(".folio is where Folio keeps its own files at the destination")))
+                    }
                     continue
                 }
                 if leftAlone.excluded.contains(entry.path) {
