@@ -64,6 +64,8 @@ final class CurlEasy {
         var isNameMismatch: Bool {
             code == Int32(CURLE_PEER_FAILED_VERIFICATION.rawValue) && (text.contains("subject name") || text.contains("does not match"))
         }
+        /// The server ended the body before its length (it answered, so it is up).
+        var isCutShort: Bool { code == Int32(CURLE_PARTIAL_FILE.rawValue) }
         var isCancellation: Bool { code == Int32(CURLE_ABORTED_BY_CALLBACK.rawValue) }
         /// Nothing (or next to nothing) came for the whole timeout, connecting or waiting for the answer.
         var isTimeout: Bool { code == Int32(CURLE_OPERATION_TIMEDOUT.rawValue) }

@@ -133,6 +133,9 @@ final class HTTPClient: Sendable {
             return SourceError(.permission, "\(url) is forbidden (HTTP 403); check the server's permissions for this user", path: path, underlying: underlying)
         case 404, 410:
             return SourceError(.notFound, "\(url) does not exist (HTTP \(status)); check the URL", path: path, underlying: underlying)
+        case 400:
+            // lighttpd answers so for a name it cannot serve (one that is not UTF-8, say), which it still lists.
+            return SourceError(.protocolViolation, "\(url) was refused as a bad request (HTTP 400); the server cannot serve this name (is it UTF-8?): rename it on the server, or exclude it", path: path, underlying: underlying)
         case 429, 503:
             return SourceError(.unreachable, "\(url) kept refusing requests (HTTP \(status)) after \(Self.maxAttempts) attempts; try again later or lower requests-per-second", path: path, underlying: underlying)
         case 500, 502...599:
@@ -156,11 +159,17 @@ final class HTTPClient: Sendable {
                                underlying: failure.description)
         }
         if failure.isNotHTTP {
-            return SourceError(.unreachable, "\(url) does not answer in HTTP on that port (\(failure)); check the URL's port: it may be another service's, such as SSH's",
+            return SourceError(.unreachable, "\(url) does not answer in HTTP on that port (\(failure)); check the URL's port (it may be another service's, such as SSH's), else the server sent a malformed answer (its log may say why)",
                                underlying: failure.description)
         }
         if failure.isTimeout {
             return SourceError(.unreachable, "no answer from \(url) within \(settings.stallTimeout) s (\(attempts == 1 ? "1 try" : "\(attempts) tries")): \(failure); check that the server is up and the URL is right, or raise timeout",
+                               underlying: failure.description)
+        }
+        if failure.isCutShort {
+            // Why not "cannot reach": the server answered, then ended the body early (rclone serve does for a file
+            // it may not read), so the place to look is its log, not whether it is up.
+            return SourceError(.unreachable, "\(url) was cut short by the server after \(attempts == 1 ? "1 try" : "\(attempts) tries") (\(failure)); check the server's log for this file (can it read it?)",
                                underlying: failure.description)
         }
         if failure.isTransient {

@@ -79,6 +79,24 @@ enum IndexPageParser {
     }
 
     /// nginx `autoindex_format json`: `[{"name":"a","type":"file","mtime":"<HTTP date>","size":1}, …]`.
+    /// What a JSON decoding error says, in words rather than the decoder's dump.
+    private static func reason(_ error: any Error) -> String {
+        guard let error = error as? DecodingError else { return "\(error)" }
+        func place(_ path: [any CodingKey]) -> String {
+            path.map { $0.intValue.map { "entry \($0 + 1)" } ?? "its \"\($0.stringValue)\"" }.joined(separator: ", ")
+        }
+        switch error {
+        case .typeMismatch(_, let context), .valueNotFound(_, let context):
+            return context.codingPath.isEmpty ? "it is not a list" : "\(place(context.codingPath)) is not what nginx writes"
+        case .keyNotFound(let key, let context):
+            return "\(context.codingPath.isEmpty ? "an entry" : place(context.codingPath)) has no \"\(key.stringValue)\""
+        case .dataCorrupted:
+            return "it is not valid JSON"
+        @unknown default:
+            return "\(error)"
+        }
+    }
+
     static func parseJSON(_ body: [UInt8]) throws -> [Link] {
         struct Item: Decodable {
             var name: String
@@ -94,7 +112,7 @@ enum IndexPageParser {
             if String(validating: body, as: UTF8.self) == nil {
                 throw Failure(description: "the JSON index is not UTF-8, as JSON must be (a name on the server is in another encoding); have the server list this folder as HTML (autoindex_format html) or over WebDAV")
             }
-            throw Failure(description: "the JSON index is malformed (\(error))")
+            throw Failure(description: "the JSON index is not nginx's list of entries (\(Self.reason(error))); have the server list this folder as nginx's autoindex does (HTML or JSON), or over WebDAV")
         }
         // The JSON gives decoded names; encode them so every link goes through the same href checks.
         return items.compactMap { item in

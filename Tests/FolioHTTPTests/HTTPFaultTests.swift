@@ -188,6 +188,16 @@ final class HTTPFaultTests: XCTestCase {
         XCTAssertEqual(error.message, "source folder \(stub.url("forbidden-root")) cannot be read: the server's listing answers HTTP/1.1 403 Forbidden for it; check the server's permissions for this user")
     }
 
+    /// A file the server lists but refuses as a bad request (lighttpd, for a name that is not UTF-8) says what to
+    /// do: it said "answered HTTP 400, which Folio did not expect here".
+    func testAFileRefusedAsABadRequestSaysWhatToDo() async throws {
+        let stub = try StubServer()
+        let snapshot = try await listing(of: "bad-request", from: stub)
+        XCTAssertEqual(snapshot.issues.map(\.description), [
+            "cannot list caf\\xe9.txt: \(stub.url("bad-request"))caf%E9.txt was refused as a bad request (HTTP 400); the server cannot serve this name (is it UTF-8?): rename it on the server, or exclude it",
+        ])
+    }
+
     /// A body over its bound names the request and states the bound as it is: the one-byte size probe's answer
     /// was said to exceed "0 MiB for a listing".
     func testABodyOverItsBoundNamesTheRequestAndTheBound() async throws {
@@ -234,7 +244,8 @@ final class HTTPFaultTests: XCTestCase {
             let error = error as? SourceError
             XCTAssertEqual(error?.code, .unreachable)
             XCTAssertEqual(error?.underlying?.hasPrefix("curl 18 "), true, "\(String(describing: error))")
-            XCTAssertTrue(error?.message.hasPrefix("cannot reach \(stub.url("truncated"))big.bin: curl 18 (") == true, "\(String(describing: error))")
+            XCTAssertTrue(error?.message.hasPrefix("\(stub.url("truncated"))big.bin was cut short by the server after 4 tries (curl 18 (") == true, "\(String(describing: error))")
+            XCTAssertTrue(error?.message.hasSuffix("); check the server's log for this file (can it read it?)") == true, "\(String(describing: error))")
         }
         // Only the bytes that really came are in the partial file, never more than the server sent once.
         XCTAssertEqual(FixtureTree.read(scratch.path("part"))?.count, 40_000)

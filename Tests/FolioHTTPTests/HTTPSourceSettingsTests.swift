@@ -91,7 +91,7 @@ final class HTTPSourceSettingsTests: XCTestCase {
         }
         let url = "http://127.0.0.1:\(port)/files/"
         try await assertRefusedAtOnce(url, saying: "\(url) does not answer in HTTP on that port (curl 1 (",
-                                      "); check the URL's port: it may be another service's, such as SSH's")
+                                      "); check the URL's port (it may be another service's, such as SSH's), else the server sent a malformed answer (its log may say why)")
         shutdown(listener, Int32(SHUT_RDWR))
         // No retries: the listing's first requests (at most two) go out together, and a retry would add more.
         XCTAssertLessThanOrEqual(connections.withLock { $0 }, 2)

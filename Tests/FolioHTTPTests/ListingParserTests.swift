@@ -70,6 +70,21 @@ final class ListingParserTests: XCTestCase {
         }
     }
 
+    /// JSON that is not nginx's list of entries says how, in words: it showed the decoder's dump.
+    func testAJSONIndexOfAnotherShapeSaysHowInWords() {
+        let cases = [
+            (#"{"files": []}"#, "it is not a list"),
+            (#"[{"type":"file"}]"#, #"entry 1 has no "name""#),
+            (#"[{"name":"a","type":"file","size":"big"}]"#, #"entry 1, its "size" is not what nginx writes"#),
+            (#"[{"name":"a""#, "it is not valid JSON"),
+        ]
+        for (json, reason) in cases {
+            XCTAssertThrowsError(try IndexPageParser.parse(Array(json.utf8), contentType: "application/json")) { error in
+                XCTAssertEqual("\(error)", "the JSON index is not nginx's list of entries (\(reason)); have the server list this folder as nginx's autoindex does (HTML or JSON), or over WebDAV", json)
+            }
+        }
+    }
+
     func testHrefChecks() {
         let urls = SourceURL(secure: false, host: "127.0.0.1", port: 8080, path: "/files/my dir")
         XCTAssertEqual(urls.url(for: .root, folder: true), "http://127.0.0.1:8080/files/my%20dir/")

@@ -145,7 +145,7 @@ class Handler(BaseHTTPRequestHandler):
                     '<D:propstat><D:prop><D:resourcetype/><D:getcontentlength>5</D:getcontentlength></D:prop>'
                     '<D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response></D:multistatus>').encode()
             return self.send(207, body, [("Content-Type", "application/xml")])
-        if scenario in ("index-badlink", "range-overrun", "go-listing", "welcome-sub", "login-redirect", "busy-file", "no-head", "unversioned"):
+        if scenario in ("index-badlink", "range-overrun", "go-listing", "welcome-sub", "login-redirect", "busy-file", "no-head", "unversioned", "bad-request"):
             return self.send(405, b"no WebDAV here")
         if scenario == "weak-etag":
             # Apache's way: a file less than a second old has its tag marked weak, the same tag strong later.
@@ -254,6 +254,12 @@ class Handler(BaseHTTPRequestHandler):
             if self.path == "/login-redirect/b.txt":
                 return self.send(302, b"", [("Location", "/login-redirect/login.html")])
             return self.send(200, b'<html><title>Sign in</title><input type="password"></html>', [("Content-Type", "text/html")])
+        if scenario == "bad-request":
+            # lighttpd's answer for a name it lists but cannot serve (not UTF-8).
+            if self.path == "/bad-request/":
+                return self.send(200, b'<html><head><title>Index of /bad-request/</title></head><body><a href="caf%E9.txt">caf\xe9.txt</a></body></html>',
+                                 [("Content-Type", "text/html")])
+            return self.send(400, b"bad request")
         if scenario == "unversioned":
             # lighttpd without mimetype.assign: files come with neither Last-Modified nor ETag.
             if self.path == "/unversioned/":
