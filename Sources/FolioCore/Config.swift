@@ -32,6 +32,7 @@ public struct Config: Sendable, Equatable {
 
     /// Reads and checks a configuration file.
     public static func load(path: String) throws(ConfigError) -> Config {
+        guard !path.isEmpty else { throw ConfigError(file: "--config \"\"", line: nil, message: "names no file; give the configuration file's path") }
         let bytes: [UInt8]
         switch FileContents.read(path) {
         case .success(let read): bytes = read

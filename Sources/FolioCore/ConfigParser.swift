@@ -216,7 +216,8 @@ struct ConfigParser {
             for (j, other) in targets.enumerated() where j != i {
                 let otherDestination = PathText.normalized(other.destination)
                 if PathText.isWithin(destination, otherDestination) && (destination != otherDestination || j < i) {
-                    throw ConfigError(file: file, line: lines[i], message: "target \"\(target.name)\": destination \(target.destination) is inside target \"\(other.name)\"'s destination \(other.destination); give each target a folder of its own")
+                    let relation = destination == otherDestination ? "is also" : "is inside"
+                    throw ConfigError(file: file, line: lines[i], message: "target \"\(target.name)\": destination \(target.destination) \(relation) target \"\(other.name)\"'s destination \(other.destination); give each target a folder of its own")
                 }
             }
         }

@@ -93,7 +93,8 @@ struct TOMLReader {
                 let parsed = try value()
                 try endOfLine()
                 if tables[tables.count - 1].keys.contains(where: { $0.name == name }) {
-                    throw ParseError(line: startLine, message: "key \(name) is set twice in the same table")
+                    let first = tables[tables.count - 1].keys.first { $0.name == name }!.line
+                    throw ParseError(line: startLine, message: "key \(name) is set twice in the same table (first on line \(first)); keep one")
                 }
                 tables[tables.count - 1].keys.append(Key(name: name, value: parsed, line: startLine))
             }
@@ -153,7 +154,7 @@ struct TOMLReader {
             switch String(decoding: bytes[start..<index], as: UTF8.self) {
             case "true": return .bool(true)
             case "false": return .bool(false)
-            case let word: throw fail("unknown value \(word); strings need quotes: \"\(word)\"")
+            case let word: throw fail(Self.unknownValue(word))
             }
         default:
             let start = index
@@ -170,8 +171,15 @@ struct TOMLReader {
                 return .float(float)
             }
             if word.isEmpty { throw fail("expected a value") }
-            throw fail("unknown value \(word); strings need quotes: \"\(word)\"")
+            throw fail(Self.unknownValue(word))
         }
+    }
+
+    /// The message for a bare word where a value goes: a yes or no meant as a boolean is told the TOML words.
+    private static func unknownValue(_ word: String) -> String {
+        ["yes", "no", "on", "off", "True", "False", "TRUE", "FALSE", "y", "n"].contains(word)
+            ? "unknown value \(word); TOML writes yes and no as true and false (no quotes)"
+            : "unknown value \(word); strings need quotes: \"\(word)\""
     }
 
     private mutating func array() throws(ParseError) -> Value {
@@ -265,7 +273,9 @@ struct TOMLReader {
                     let width = e == UInt8(ascii: "u") ? 4 : 8
                     guard index + width <= bytes.count,
                           let code = UInt32(String(decoding: bytes[index..<index + width], as: UTF8.self), radix: 16),
-                          let scalar = Unicode.Scalar(code) else { throw fail("bad \\\(Character(Unicode.Scalar(e))) escape") }
+                          let scalar = Unicode.Scalar(code) else {
+                        throw fail("\\\(Character(Unicode.Scalar(e))) in a string starts a Unicode escape; for a backslash (a Windows path), write \\\\ or put the text in single quotes")
+                    }
                     out.append(contentsOf: Array(String(Character(scalar)).utf8))
                     index += width
                 default: throw fail("unknown escape \\\(Character(Unicode.Scalar(e))) in a string; write \\\\ for a backslash")

@@ -114,9 +114,14 @@ struct MirrorCommand: AsyncParsableCommand {
             let config = try Config.parse(toml, file: "command line")
             target = config.targets[0]
         } catch {
-            // Name the flag, not the generated line.
-            throw CLIError.usage(error.message.replacingOccurrences(of: "requests-per-second", with: "--requests-per-second")
-                .replacingOccurrences(of: "connections", with: "--connections"))
+            // Name the flag, not the generated line's key, nor the target's generated name.
+            var message = error.message
+            if message.hasPrefix("target \"mirror\": ") { message.removeFirst("target \"mirror\": ".count) }
+            for key in ["transfers", "timeout", "trash-days", "symlinks", "webdav", "requests-per-second", "connections"] where message.hasPrefix(key + " ") {
+                message = "--" + message.replacingOccurrences(of: "\"\(key)\"", with: "--\(key)")
+                break
+            }
+            throw CLIError.usage(message)
         }
         target.name = "mirror:" + absolute
         return (target, sourceKeys)

@@ -957,8 +957,9 @@ final class MirrorEndToEndTests: XCTestCase {
     /// unknown option with usage text.
     func testANegativeNumberForAFlagGetsOneLine() throws {
         FixtureTree.write(work.path("src"), "a.txt", "a")
-        for (flag, line) in [("--trash-days", "folio: trash-days must be a whole number from 0 to 36500"),
-                             ("--transfers", "folio: transfers must be a whole number from 1 to 64")] {
+        for (flag, line) in [("--trash-days", "folio: --trash-days must be a whole number from 0 to 36500"),
+                             ("--transfers", "folio: --transfers must be a whole number from 1 to 64"),
+                             ("--timeout", "folio: --timeout must be a whole number from 1 to 3600")] {
             let outcome = FolioBinary.run(["mirror", flag, "-1", work.path("src"), work.path("dst")], environment: environment)
             XCTAssertEqual(outcome.status, 2, flag)
             XCTAssertEqual(outcome.stderrLines, [line])

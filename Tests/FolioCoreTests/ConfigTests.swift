@@ -85,6 +85,11 @@ final class ConfigTests: XCTestCase {
              "f.toml:1: target \"a\": destination /data/mirror is inside its source /data; choose a destination outside it"),
             (base + "[[target]]\nname = \"b\"\nsource = \"/other\"\ndestination = \"/dst/b\"\n",
              "f.toml:5: target \"b\": destination /dst/b is inside target \"a\"'s destination /dst; give each target a folder of its own"),
+            (base + "[[target]]\nname = \"b\"\nsource = \"/other\"\ndestination = \"/dst\"\n",
+             "f.toml:5: target \"b\": destination /dst is also target \"a\"'s destination /dst; give each target a folder of its own"),
+            (base + "enabled = yes\n", "f.toml:5: unknown value yes; TOML writes yes and no as true and false (no quotes)"),
+            (base + "identity = \"C:\\Users\\ann\"\n", "f.toml:5: \\U in a string starts a Unicode escape; for a backslash (a Windows path), write \\\\ or put the text in single quotes"),
+            (base + "transfers = 4\ntransfers = 8\n", "f.toml:6: key transfers is set twice in the same table (first on line 5); keep one"),
             ("[[target]]\nname = \"a\"\n", "f.toml:1: this [[target]] has no source; add source = \"…\""),
             (base + "destination2 = \n", "f.toml:5: expected a value"),
             ("[target]\n", "f.toml:1: unknown table [target]; targets are written [[target]]"),
@@ -198,6 +203,9 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(try Config.load(path: pipe.path).targets.map(\.name), ["p"])
 
         XCTAssertEqual(try Config.load(path: "/dev/null").targets, [])
+        XCTAssertThrowsError(try Config.load(path: "")) {
+            XCTAssertEqual(($0 as? ConfigError)?.description, "--config \"\": names no file; give the configuration file's path")
+        }
         let folder = TemporaryDirectory("config")
         for (path, expected) in [
             (folder.path, "\(folder.path): this is a folder, not a configuration file; pass --config FILE with the file's path"),
