@@ -207,9 +207,12 @@ final class ConsoleReporter: SyncEventSink, @unchecked Sendable {
         let bytes = progress.bytesDone
         let rate = Double(bytes) / elapsed
         let remaining = max(0, plan.downloadBytes - bytes)
+        let counts = "\(name): downloading \(progress.filesDone)/\(plan.downloads) files, \(ByteCount.format(bytes))/\(ByteCount.format(plan.downloadBytes))"
+        // No rate in the first second: the first reads arrive in a burst, which read as more than --bwlimit.
+        guard elapsed >= 1 else { return counts }
         // Rounded up: "ETA 0s" with a second's worth of bytes still to come read as done.
         let eta = rate > 0 ? " ETA \(DurationText.describe(seconds: Int((Double(remaining) / rate).rounded(.up))))" : ""
-        return "\(name): downloading \(progress.filesDone)/\(plan.downloads) files, \(ByteCount.format(bytes))/\(ByteCount.format(plan.downloadBytes)), \(ByteCount.rate(rate))\(eta)"
+        return "\(counts), \(ByteCount.rate(rate))\(eta)"
     }
 
     /// A target's name cut at its start where the line it begins would not fit: the numbers after it are what a
