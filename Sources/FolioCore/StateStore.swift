@@ -7,13 +7,13 @@ public protocol StateStore: Sendable {
     /// The last good record of a target: what Folio wrote, by path. A recorded path that `snapshot` also holds
     /// is the snapshot's path (one copy of the name in memory); the snapshot may be `.empty`.
     func record(of target: String, sharingPathsWith snapshot: Snapshot) throws -> RecordedTree
-    /// How many entries the target's record holds when its runs were made from `source` into `destination`; 0
-    /// when there is no record, or it describes another tree (the target was pointed elsewhere since, and its next
-    /// run starts the record over: see `beginRun`).
-    func recordedEntryCount(of target: String, from source: String, in destination: String) throws -> Int
+    /// How many entries the records of runs from `source` into `destination` hold, whatever the target's name
+    /// (a renamed target takes its old record over at its first run: see `beginRun`); 0 when there is none.
+    func recordedEntryCount(from source: String, in destination: String) throws -> Int
     /// The digest of the source snapshot of the target's last complete, successful run.
     func sourceDigest(of target: String) throws -> UInt64?
-    /// Starts a run and returns its id.
+    /// Starts a run and returns its id. A target pointed at another source or destination starts its record
+    /// over; a new name for the source and destination of an existing record (a renamed target) takes it over.
     func beginRun(target: String, source: String, destination: String, trigger: TargetConfig.Trigger, startedAt: Date) throws -> Int64
     /// Stores finished files and forgets removed paths (with everything below them), in one transaction.
     func commit(target: String, upserts: [RecordedEntry], removedSubtrees: [RelativePath]) throws

@@ -122,7 +122,7 @@ public struct SyncEngine: Sendable {
         // the folder shows no earlier run, so a run into its usual folder pays three system calls for the check.
         // (A destination that is missing altogether is refused before the lock would make it: `TargetLock`.)
         if !options.force, !Destination.showsEarlierRuns(at: target.destination) {
-            let remembered = try state.recordedEntryCount(of: name, from: source.displayName, in: target.destination)
+            let remembered = try state.recordedEntryCount(from: source.displayName, in: target.destination)
             if remembered > 0 {
                 report.result = .refused
                 report.error = Destination.notMountedRefusal(target.destination, remembered: remembered)

@@ -224,13 +224,15 @@ public final class StateDatabase: StateStore, Sendable {
         }
     }
 
-    /// How many entries the target's record holds, when the target's runs were made from `source` into `destination`.
-    public func recordedEntryCount(of target: String, from source: String, in destination: String) throws -> Int {
+    /// How many entries the records of runs from `source` into `destination` hold, whatever the target's name.
+    public func recordedEntryCount(from source: String, in destination: String) throws -> Int {
         try perform {
             try queue.read { db in
-                guard let row = try Row.fetchOne(db, sql: "SELECT source, destination FROM target WHERE name = ?", arguments: [target]),
-                      try row.decode(String.self, atIndex: 0) == source, try row.decode(String.self, atIndex: 1) == destination else { return 0 }
-                return try Int.fetchOne(db, sql: "SELECT count(*) FROM entry WHERE target = ?", arguments: [target]) ?? 0
+                // By source and destination, whatever the target's name: a renamed target takes over its record
+                // at its first run (`beginRun`), so the folder is guarded before that run as after.
+                try Int.fetchOne(db, sql: """
+                    SELECT count(*) FROM entry JOIN target ON entry.target = target.name WHERE target.source = ? AND target.destination = ?
+                    """, arguments: [source, destination]) ?? 0
             }
         }
     }
@@ -258,6 +260,21 @@ public final class StateDatabase: StateStore, Sendable {
                         try db.execute(sql: "UPDATE target SET source = ?, destination = ?, source_digest = NULL, listing_memo = NULL WHERE name = ?",
                                        arguments: [source, destination, target])
                     }
+                } else if let previous = try String.fetchOne(db, sql: "SELECT name FROM target WHERE source = ? AND destination = ? LIMIT 1",
+                                                             arguments: [source, destination]) {
+                    // A target renamed in the configuration, or a `folio mirror` of the same two folders made a
+                    // target: the same source into the same folder, so what Folio wrote there is this target's. Its
+                    // record, runs and pending hook paths move to the new name; forgotten, every file the source
+                    // then changed was set aside as a local change. (No two configured targets share a folder.)
+                    try db.execute(sql: """
+                        INSERT INTO target (name, source, destination, source_digest, listing_memo)
+                        SELECT ?, source, destination, source_digest, listing_memo FROM target WHERE name = ?
+                        """, arguments: [target, previous])
+                    for table in ["entry", "run", "hook_backlog"] {
+                        try db.execute(sql: "UPDATE \(table) SET target = ? WHERE target = ?", arguments: [target, previous])
+                    }
+                    try db.execute(sql: "DELETE FROM schedule WHERE target = ?", arguments: [previous])
+                    try db.execute(sql: "DELETE FROM target WHERE name = ?", arguments: [previous])
                 } else {
                     try db.execute(sql: "INSERT INTO target (name, source, destination) VALUES (?, ?, ?)", arguments: [target, source, destination])
                 }

@@ -88,7 +88,7 @@ struct RunCoordinator {
                 if dryRun { return nil }
                 return try TargetLock.acquire(target, wait: wait, waiting: { holder in
                     reporter.note("\(holder); waiting (use --no-wait to give up instead)", target: target.name)
-                }, stopped: { stopper.isStopped }, remembered: { force ? 0 : (try? state.recordedEntryCount(of: target.name, from: sourceName, in: target.destination)) ?? 0 })
+                }, stopped: { stopper.isStopped }, remembered: { force ? 0 : (try? state.recordedEntryCount(from: sourceName, in: target.destination)) ?? 0 })
             }
         }
         switch lock {

@@ -252,7 +252,7 @@ actor Scheduler: Service {
         let state = engine.state, sourceName = source.displayName
         let lock = await Blocking.run {
             Result { () throws(TargetLock.Failure) -> TargetLock in
-                try TargetLock.acquire(target, wait: false, waiting: { _ in }, remembered: { (try? state.recordedEntryCount(of: target.name, from: sourceName, in: target.destination)) ?? 0 })
+                try TargetLock.acquire(target, wait: false, waiting: { _ in }, remembered: { (try? state.recordedEntryCount(from: sourceName, in: target.destination)) ?? 0 })
             }
         }
         switch lock {

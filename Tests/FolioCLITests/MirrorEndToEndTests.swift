@@ -590,6 +590,31 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(real.events.last?["result"] as? String, "synced", real.stdout)
     }
 
+    /// A target renamed in the configuration keeps what Folio knows of its folder: a file then changed at the
+    /// source is updated, not set aside as a local change, and `status` shows one target with its history, not
+    /// the old name "no longer in the configuration". The same for a `folio mirror` of the two folders made a target.
+    func testARenamedTargetKeepsItsRecord() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "one", mtime: (1_600_000_000, 0))
+        FixtureTree.write(work.path("src"), "b.txt", "b", mtime: (1_600_000_000, 0))
+        func configure(_ name: String) {
+            FixtureTree.write(work.path(""), "folio.toml", "[[target]]\nname = \"\(name)\"\nsource = \"\(work.path("src"))\"\ndestination = \"\(work.path("dst"))\"\n")
+        }
+        let config = ["--config", work.path("folio.toml")]
+        XCTAssertEqual(FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment).status, 0)
+        for (name, content) in [("photos", "two"), ("pictures", "three")] {
+            configure(name)
+            FixtureTree.write(work.path("src"), "a.txt", content, mtime: (1_600_000_100 + content.count, 0))
+            let outcome = FolioBinary.run(["sync", "--now"] + config, environment: environment)
+            XCTAssertEqual(outcome.status, 0, outcome.stderr)
+            XCTAssertTrue(outcome.stdout.hasPrefix("\(name): 1 updated, "), outcome.stdout)
+            XCTAssertFalse(outcome.stdout.contains("local file"), outcome.stdout)
+            XCTAssertEqual(FixtureTree.read(work.path("dst/a.txt")), Array(content.utf8))
+        }
+        let status = FolioBinary.run(["status"] + config, environment: environment)
+        XCTAssertEqual(status.stdoutLines.filter { !$0.hasPrefix("  ") }.count, 1, status.stdout)
+        XCTAssertTrue(status.stdout.hasPrefix("pictures: synced at "), status.stdout)
+    }
+
     /// Emptying earlier runs' trash is said, not done without a word: here by lowering trash-days to 0.
     func testEmptyingTheTrashIsSaid() throws {
         FixtureTree.write(work.path("src"), "a.txt", "one")

@@ -130,13 +130,34 @@ final class StateDatabaseTests: XCTestCase {
         XCTAssertEqual(try database.pendingHookChanges(of: "t", before: nil).paths.map(\.description), ["a.txt", "b.txt"], "run 9 forgotten, both its rows")
     }
 
+    /// A new name for the source and destination of an existing record (a renamed target) takes over its record
+    /// and runs; a new name for another folder starts a record of its own.
+    func testARenamedTargetTakesOverItsRecord() throws {
+        let database = try StateDatabase(directory: TemporaryDirectory("state").path)
+        let first = try database.beginRun(target: "photos", source: "/s", destination: "/d", trigger: .manual, startedAt: Date())
+        try database.commit(target: "photos", upserts: [RecordedEntry(path: try RelativePath(validating: "a.txt"), kind: .file, size: 1, mtime: FileTime(seconds: 1),
+                                                                       validator: nil, checksum: nil, localInode: 5, localMtime: FileTime(seconds: 1))], removedSubtrees: [])
+        try database.finishRun(id: first, target: "photos", report: RunReport(target: "photos"), sourceDigest: 7)
+        XCTAssertEqual(try database.recordedEntryCount(from: "/s", in: "/d"), 1)
+
+        _ = try database.beginRun(target: "pictures", source: "/s", destination: "/d", trigger: .manual, startedAt: Date())
+        XCTAssertEqual(try database.record(of: "pictures", sharingPathsWith: .empty).map(\.path.description), ["a.txt"])
+        XCTAssertEqual(try database.record(of: "photos", sharingPathsWith: .empty).count, 0)
+        XCTAssertEqual(Set(try database.lastRuns().keys), ["pictures"])
+        XCTAssertEqual(try database.sourceDigest(of: "pictures"), 7)
+
+        _ = try database.beginRun(target: "other", source: "/s", destination: "/elsewhere", trigger: .manual, startedAt: Date())
+        XCTAssertEqual(try database.record(of: "other", sharingPathsWith: .empty).count, 0)
+        XCTAssertEqual(try database.record(of: "pictures", sharingPathsWith: .empty).count, 1)
+    }
+
     /// A run that closes the database leaves its commits in the write-ahead log, unflushed (no checkpoint, no
     /// truncation), and the next run reads them and adds its own after them.
     func testClosingKeepsTheLogAndTheNextRunReadsIt() throws {
         let folder = TemporaryDirectory("state")
         func run(_ target: String) throws {
             let database = try StateDatabase(directory: folder.path)
-            let id = try database.beginRun(target: target, source: "/s", destination: "/d", trigger: .manual, startedAt: Date())
+            let id = try database.beginRun(target: target, source: "/s", destination: "/d/\(target)", trigger: .manual, startedAt: Date())
             try database.finishRun(id: id, target: target, report: RunReport(target: target), sourceDigest: 7)
         }
         try run("first")
@@ -156,7 +177,7 @@ final class StateDatabaseTests: XCTestCase {
         var sizes: [Int] = []
         for index in 0..<80 {
             let database = try StateDatabase(directory: folder.path)
-            let id = try database.beginRun(target: "t\(index % 3)", source: "/s", destination: "/d", trigger: .manual, startedAt: Date())
+            let id = try database.beginRun(target: "t\(index % 3)", source: "/s", destination: "/d\(index % 3)", trigger: .manual, startedAt: Date())
             try database.finishRun(id: id, target: "t\(index % 3)", report: RunReport(target: "t\(index % 3)"), sourceDigest: UInt64(index))
             sizes.append(StateDatabase.logSize(of: folder.path("state.sqlite")))
         }

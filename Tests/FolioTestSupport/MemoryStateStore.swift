@@ -28,8 +28,10 @@ public final class MemoryStateStore: StateStore, Sendable {
         storage.withLock { RecordedTree(Array(($0.records[target] ?? [:]).values)) }
     }
 
-    public func recordedEntryCount(of target: String, from source: String, in destination: String) throws -> Int {
-        storage.withLock { $0.places[target].map { $0 == (source, destination) } == true ? $0.records[target]?.count ?? 0 : 0 }
+    public func recordedEntryCount(from source: String, in destination: String) throws -> Int {
+        storage.withLock { storage in
+            storage.places.filter { $0.value == (source, destination) }.keys.reduce(0) { $0 + (storage.records[$1]?.count ?? 0) }
+        }
     }
 
     public func sourceDigest(of target: String) throws -> UInt64? {
