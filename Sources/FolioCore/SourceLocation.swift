@@ -36,7 +36,9 @@ public struct SourceLocation: Sendable, Equatable, CustomStringConvertible {
         let rest = text[schemeEnd.upperBound...]
         let authorityEnd = rest.firstIndex(of: "/") ?? rest.endIndex
         var authority = rest[..<authorityEnd]
-        let rawPath = authorityEnd == rest.endIndex ? "/" : String(rest[authorityEnd...])
+        // No path is the server's root for http(s), and for sftp the account's home folder, as scp, sftp, rsync
+        // and lftp read it: taken for `/`, a run copied the server's whole filesystem.
+        let rawPath = authorityEnd < rest.endIndex ? String(rest[authorityEnd...]) : scheme == "sftp" ? "/~" : "/"
         guard !rawPath.contains("?"), !rawPath.contains("#") || scheme == "file" else {
             throw ParseError(message: "source \(scheme)://… has a query or fragment; give the folder's URL only (encode # as %23)")
         }

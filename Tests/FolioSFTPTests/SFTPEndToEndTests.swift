@@ -200,6 +200,18 @@ final class SFTPEndToEndTests: XCTestCase {
         assertOneLine(refused, contains: ["opening \(sftpOnly.url(work.path("src"))) failed: \(why)"])
     }
 
+    /// `sftp://host` with no path is the account's home folder, as scp and rsync read it, and `sftp://host/` the
+    /// server's root: taken for the root, a path left out copied the server's whole filesystem.
+    func testNoPathIsTheHomeFolder() throws {
+        for (url, root, shown) in [("sftp://ann@127.0.0.1:2222", ".", "sftp://ann@127.0.0.1:2222/~"),
+                                   ("sftp://ann@127.0.0.1:2222/", "/", "sftp://ann@127.0.0.1:2222/"),
+                                   ("sftp://ann@127.0.0.1:2222/~/x", "x", "sftp://ann@127.0.0.1:2222/~/x")] {
+            let source = try SFTPSource(location: SourceLocation(parsing: url), settings: SourceSettings(), timeout: 5, transfers: 1)
+            XCTAssertEqual(source.endpoint.rootPath, root, url)
+            XCTAssertEqual(source.endpoint.url(), shown, url)
+        }
+    }
+
     /// `sftp://host/~/path` is below the account's home folder, on a shell account (find, tar, and SFTP for the
     /// large file) and on an SFTP-only one; a message names the path as written.
     func testATildePathIsBelowTheHomeFolder() throws {
