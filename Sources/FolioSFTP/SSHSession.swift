@@ -126,6 +126,9 @@ final class SSHSession {
     /// Strict host key checking: only a key listed for this host and port in known_hosts is accepted.
     private static func verifyHostKey(_ session: OpaquePointer, _ endpoint: SFTPEndpoint, knownHosts: [String]) throws(SourceError) {
         let key = try HostKeyTrust.describe(session, host: endpoint.host, port: endpoint.port)
+        if HostKeyTrust.isRevoked(key.raw, lines: knownHosts) {
+            throw SourceError(.authentication, "REVOKED HOST KEY: \(endpoint.hostURL) offers \(key.info.keyType) \(key.info.fingerprint), which \(endpoint.knownHostsPath) marks @revoked; refusing to connect; the server needs a new host key, which you then trust with: \(trustCommand(endpoint))")
+        }
         let result: LibSSH2.KnownHostResult
         do {
             result = try LibSSH2.checkKnownHosts(session, lines: knownHosts, names: HostKeyTrust.knownHostsNames(host: endpoint.host, port: endpoint.port),
@@ -142,7 +145,7 @@ final class SSHSession {
             }
             throw SourceError(.authentication, "\(endpoint.hostURL) is not a known host (\(key.info.keyType) key \(key.info.fingerprint) is not in \(endpoint.knownHostsPath)); if that fingerprint is right, run: \(trustCommand(endpoint))")
         case .mismatch:
-            throw SourceError(.authentication, "HOST KEY CHANGED for \(endpoint.hostURL): it now offers \(key.info.keyType) \(key.info.fingerprint), which does not match \(endpoint.knownHostsPath); refusing to connect (possible man-in-the-middle); if the server was reinstalled, remove its old line from that file and run: \(trustCommand(endpoint))")
+            throw SourceError(.authentication, "HOST KEY CHANGED for \(endpoint.hostURL): it now offers \(key.info.keyType) \(key.info.fingerprint), which does not match \(endpoint.knownHostsPath); refusing to connect (possible man-in-the-middle); if the server was reinstalled, remove its old line from that file (ssh-keygen -R '\(HostKeyTrust.knownHostsName(host: endpoint.host, port: endpoint.port))' -f \(endpoint.knownHostsPath)) and run: \(trustCommand(endpoint))")
         }
     }
 

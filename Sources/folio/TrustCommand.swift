@@ -39,13 +39,15 @@ struct TrustCommand: ParsableCommand {
         let fetched: (key: HostKeyTrust.HostKey, standing: HostKeyTrust.Standing)
         do { fetched = try HostKeyTrust.fetch(host: host, port: port, knownHostsPath: file, timeoutSeconds: timeout) } catch { try fail("\(error)") }
         let key = fetched.key
-        print("\(name) offers a \(key.keyType) key with fingerprint \(key.fingerprint)")
+        print("\(name) offers \(key.keyType.first.map { "aeiou".contains($0) } == true ? "an" : "a") \(key.keyType) key with fingerprint \(key.fingerprint)")
         switch fetched.standing {
         case .trusted:
             print("already trusted in \(file)")
             return
         case .changed:
-            try fail("\(name) is listed in \(file) with a different \(key.keyType) key; if the server was reinstalled, remove its old line there first")
+            try fail("\(name) is listed in \(file) with a different \(key.keyType) key; if the server was reinstalled, remove its old line there first (ssh-keygen -R '\(HostKeyTrust.knownHostsName(host: host, port: port))' -f \(file) finds it, hashed or not)")
+        case .revoked:
+            try fail("not trusting \(name): \(file) marks this key @revoked; the server needs a new host key")
         case .unknown:
             break
         }

@@ -117,6 +117,25 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         XCTAssertEqual(try HostKeyTrust.fetch(host: server.host, port: server.port, knownHostsPath: server.knownHostsPath, timeoutSeconds: 10).standing, .changed)
     }
 
+    /// A host key marked `@revoked` is refused, even where a plain line trusts it too (libssh2 skips marker lines,
+    /// so it was accepted), and `folio trust` will not add it.
+    func testARevokedHostKeyIsRefusedAndNotTrusted() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-revoked")
+        FixtureTree.write(served.path, "a.txt", "alpha\n")
+        let hostKey = try String(contentsOfFile: server.hostKeyPath + ".pub", encoding: .utf8).split(separator: " ").prefix(2).joined(separator: " ")
+        let knownHosts = served.path("known_hosts")
+        FixtureTree.write(served.path, "known_hosts", "@revoked * \(hostKey)\n[127.0.0.1]:\(server.port) \(hostKey)\n")
+        let error = await snapshotError(try source(server, served.path, knownHosts: knownHosts))
+        assertOneLine(error, .authentication, contains: ["REVOKED HOST KEY: sftp://127.0.0.1:\(server.port) offers ssh-ed25519 \(try server.hostKeyFingerprint()), which \(knownHosts) marks @revoked; refusing to connect"])
+        XCTAssertEqual(try HostKeyTrust.fetch(host: server.host, port: server.port, knownHostsPath: knownHosts, timeoutSeconds: 10).standing, .revoked)
+
+        let trust = FolioBinary.run(["trust", "sftp://127.0.0.1:\(server.port)", "--known-hosts", knownHosts, "--yes"])
+        XCTAssertEqual(trust.status, 1)
+        XCTAssertEqual(trust.stderrLines, ["folio: not trusting sftp://127.0.0.1:\(server.port): \(knownHosts) marks this key @revoked; the server needs a new host key"])
+        XCTAssertEqual(try String(contentsOfFile: knownHosts, encoding: .utf8).split(separator: "\n").count, 2, "nothing was added")
+    }
+
     /// A server on a port other than 22 is checked against its own `[host]:port` line only, as OpenSSH does:
     /// a line for the plain host (its port 22) neither makes it "changed" (a different key) nor trusted (the
     /// same key). Names are looked up in lower case.
