@@ -261,7 +261,11 @@ enum LibSSH2 {
             let result = libssh2_agent_get_identity(agent, &identity, previous)
             if result == 1 { return false }
             try check(result, session)
-            if libssh2_agent_userauth(agent, user, identity) == 0 { return true }
+            let answer = libssh2_agent_userauth(agent, user, identity)
+            if answer == 0 { return true }
+            // A server that has refused as many keys as it allows (MaxAuthTries) hangs up: no later key, nor the
+            // password, can be tried on this connection.
+            if answer < 0, LibSSH2Error(code: answer, message: "").isConnectionLoss { throw lastError(session) }
             previous = identity
         }
     }

@@ -1,9 +1,9 @@
 import FolioCore
 import Foundation
 
-/// Logs a session in as the endpoint's user: the `identity` key file, else ssh-agent and the default key files,
-/// then `password-file` if the server takes passwords (or asks for one at a keyboard-interactive prompt). Secrets
-/// are read from files just before use and never appear in a message.
+/// Logs a session in as the endpoint's user: the `identity` key file, else the default key files and ssh-agent,
+/// and `password-file` if the server takes passwords (or asks for one at a keyboard-interactive prompt), before
+/// the agent's keys when one is set. Secrets are read from files just before use and never appear in a message.
 struct SSHAuthenticator {
     let session: OpaquePointer
     let endpoint: SFTPEndpoint
@@ -51,9 +51,13 @@ struct SSHAuthenticator {
             throw SourceError(.unreachable, Self.lostConnection(endpoint), underlying: error.description)
         }
         if LibSSH2.isAuthenticated(session) { return }
-        if methods.contains("publickey"), endpoint.identity == nil, let socket = ProcessInfo.processInfo.environment["SSH_AUTH_SOCK"], !socket.isEmpty {
-            tried.append("ssh-agent")
-            if (try? LibSSH2.authenticateWithAgent(session, user: user)) == true { return }
+        // Why after the password when a password-file is set: each key the agent offers counts against the
+        // server's MaxAuthTries (6 by default), and an agent holding more keys than that had the server hang up
+        // before the password, the one way in the target gives, was sent.
+        let agent = ProcessInfo.processInfo.environment["SSH_AUTH_SOCK"].flatMap { $0.isEmpty ? nil : $0 }
+        let agentFirst = endpoint.passwordFile == nil
+        if agentFirst, methods.contains("publickey"), endpoint.identity == nil, let agent {
+            if try tryAgent(agent, user: user, tried: &tried) { return }
         }
         // A server that takes passwords through PAM may offer only keyboard-interactive (FreeBSD's and macOS's
         // sshd by default): its password prompt gets the password-file.
@@ -87,6 +91,9 @@ struct SSHAuthenticator {
                 refusedPasswordFile = passwordFile
             }
         }
+        if !agentFirst, methods.contains("publickey"), endpoint.identity == nil, let agent {
+            if try tryAgent(agent, user: user, tried: &tried) { return }
+        }
         let banner = LibSSH2.serverBanner(session) ?? ""
         if let rsaKey, Self.refusesSHA1Signatures(banner: banner) {
             throw SourceError(.authentication, "\(endpoint.hostURL) refused \(user)'s RSA key \(rsaKey): libssh2 1.10 signs RSA keys with SHA-1 (ssh-rsa), which this server (\(Self.software(banner))) refuses, as OpenSSH 8.8 and later do; use an ed25519 or ECDSA key (ssh-keygen -t ed25519) and add its .pub to the server's authorized_keys")
@@ -99,6 +106,30 @@ struct SSHAuthenticator {
             ?? "add the public key to ~\(user)/.ssh/authorized_keys on the server or set identity / password-file"
         throw SourceError(.authentication, "\(endpoint.hostURL) refused to log in \(user) (\(what); server offers \(methods.joined(separator: ","))); \(fix)\(rsaNote)",
                           underlying: "libssh2 -18 (LIBSSH2_ERROR_AUTHENTICATION_FAILED)")
+    }
+
+    /// Tries the keys ssh-agent at `socket` holds; true when one was accepted (the session is then logged in),
+    /// else notes what was tried. Throws when the server hung up on the agent's keys.
+    private func tryAgent(_ socket: String, user: String, tried: inout [String]) throws(SourceError) -> Bool {
+        let hungUp = { (underlying: String) in
+            SourceError(.authentication, "\(endpoint.hostURL) closed the connection while ssh-agent's keys were tried for \(user): it refused more of them than it allows (sshd's MaxAuthTries, 6 by default); set identity to the key it takes, or remove keys from the agent (ssh-add -d)",
+                        underlying: underlying)
+        }
+        let accepted: Bool
+        do {
+            accepted = try LibSSH2.authenticateWithAgent(session, user: user)
+        } catch where error.isConnectionLoss {
+            throw hungUp(error.description)
+        } catch {
+            tried.append("ssh-agent (cannot use the agent at \(socket): \(error.message.isEmpty ? LibSSH2Error.name(of: error.code) : error.message))")
+            return false
+        }
+        if accepted { return true }
+        tried.append("ssh-agent")
+        // Why ask: libssh2 reports the keys after the server hung up as unverified, not as a lost connection, and
+        // only a request shows which it was (a round trip, paid only when the agent's keys all failed).
+        do { _ = try LibSSH2.authenticationMethods(session, user: user) } catch { throw hungUp(error.description) }
+        return false
     }
 
     private static func lostConnection(_ endpoint: SFTPEndpoint) -> String {

@@ -309,6 +309,38 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         }
     }
 
+    /// An ssh-agent holding more keys than the server allows tries (MaxAuthTries) no longer keeps a password-file
+    /// from logging in: the password goes first (the server hung up on the agent's keys before it was sent, and
+    /// the line said the network was lost). Without a password, that hang-up is said for what it is.
+    func testAnAgentWithManyKeysNeitherHidesThePasswordNorReadsAsANetworkLoss() throws {
+        guard getpwnam("folio-test") != nil else { return XCTFail("user folio-test is missing; run scripts/install-deps.sh as root") }
+        let password = "pw-" + UUID().uuidString.prefix(12)
+        _ = try LoopbackServer.run("/bin/sh", ["-c", "echo 'folio-test:\(password)' | /usr/sbin/chpasswd"])
+        defer { _ = try? LoopbackServer.run("/usr/sbin/usermod", ["-p", "*", "folio-test"]) }
+        let server = try SSHServer(user: "folio-test", extraConfig: ["MaxAuthTries 3"], passwordLogin: .password)
+        let work = TemporaryDirectory("sftp-agent-keys")
+        chmod(work.path, 0o755)
+        FixtureTree.write(work.path, "served/a.txt", "alpha\n")
+        _ = try LoopbackServer.run("chmod", ["-R", "a+rX", work.path("served")])
+        FixtureTree.write(work.path, "good", password + "\n")
+        let socket = work.path("agent.sock")
+        let agent = try LoopbackServer.spawn("/usr/bin/ssh-agent", ["-D", "-a", socket], output: work.path("agent.log"))
+        defer { LoopbackServer.stop(pid: agent) }
+        for _ in 0..<100 where !FileManager.default.fileExists(atPath: socket) { usleep(20_000) }
+        let keys = try (0..<4).map { _ in try server.makeUnauthorizedKey() }
+        _ = try LoopbackServer.run("/bin/sh", ["-c", "SSH_AUTH_SOCK=\(socket) ssh-add -q " + keys.joined(separator: " ")])
+        let environment = ["FOLIO_STATE_DIR": work.path("state"), "SSH_AUTH_SOCK": socket]
+        let base = ["mirror", server.url(work.path("served")), work.path("dst"), "--known-hosts", server.knownHostsPath]
+
+        let withPassword = FolioBinary.run(base + ["--password-file", work.path("good")], environment: environment)
+        XCTAssertEqual(withPassword.status, 0, withPassword.stderr)
+        XCTAssertEqual(FixtureTree.read(work.path("dst/a.txt")), Array("alpha\n".utf8))
+
+        let agentOnly = FolioBinary.run(base, environment: environment)
+        XCTAssertEqual(agentOnly.status, 1)
+        XCTAssertEqual(agentOnly.stderrLines, ["mirror:\(work.path("dst")): failed: sftp://127.0.0.1:\(server.port) closed the connection while ssh-agent's keys were tried for folio-test: it refused more of them than it allows (sshd's MaxAuthTries, 6 by default); set identity to the key it takes, or remove keys from the agent (ssh-add -d)"])
+    }
+
     /// A configured key that cannot be used says which of two things is wrong: a key with a passphrase and no
     /// passphrase-file names the setting to add; a file that is no private key (here the .pub) says so.
     func testAnUnusableIdentitySaysWhetherItNeedsAPassphraseOrIsNoPrivateKey() async throws {
