@@ -322,8 +322,10 @@ struct DownloadStage: Sendable {
         let sink = DownloadSink(fileDescriptor: fd, offset: offset, expectedSize: entry.size, directIO: destination.takesDirectIO, path: entry.path,
                                 progress: progress)
         do {
-            // A partial file that is already complete (a crash between flush and rename) needs no transfer.
-            if offset < entry.size || entry.size == 0 {
+            // A partial file that is already complete (a crash between flush and rename) needs no transfer, and
+            // an empty file has nothing to fetch: the listing's size and time are all it is. (Fetched, it needed
+            // the server's SFTP: a bare shell account whose small files come by tar failed it on every run.)
+            if offset < entry.size {
                 try connection.download(entry, into: sink, from: offset)
             }
         } catch {

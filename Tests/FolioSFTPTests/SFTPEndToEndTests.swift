@@ -34,6 +34,7 @@ final class SFTPEndToEndTests: XCTestCase {
         FixtureTree.write(work.path("src"), "a #1.txt", "alpha\n", mtime: (1_600_000_000, 123))
         FixtureTree.write(work.path("src"), "a/notes.txt", "bravo\n", mtime: (1_600_000_001, 0))
         FixtureTree.write(work.path("src"), "z.bin", FixtureTree.bytes(count: 300 << 10, seed: 5), mtime: (1_600_000_002, 0))
+        FixtureTree.write(work.path("src"), "empty.dat", "", mtime: (1_600_000_003, 0))
     }
 
     /// ProFTPD's mod_sftp capping the user at one connection (`MaxClientsPerUser 1`, as shared hosts do) lets the
@@ -63,7 +64,7 @@ final class SFTPEndToEndTests: XCTestCase {
     private func mirrorWhereOnlyTheLargeFileFails(_ server: SSHServer, file: StaticString = #filePath, line: UInt = #line) -> String {
         let outcome = FolioBinary.run(mirror(server, work.path("src"), extra: ["--timeout", "60"]), environment: environment)
         XCTAssertEqual(outcome.status, 3, "some files failed\n\(outcome.stdout)\n\(outcome.stderr)", file: file, line: line)
-        for path in ["a #1.txt", "a/notes.txt"] {
+        for path in ["a #1.txt", "a/notes.txt", "empty.dat"] {
             XCTAssertEqual(FixtureTree.read(work.path("dst/" + path)), FixtureTree.read(work.path("src/" + path)), path, file: file, line: line)
             XCTAssertEqual(FixtureTree.mtime(work.path("dst/" + path)), FixtureTree.mtime(work.path("src/" + path)), path, file: file, line: line)
         }
