@@ -147,6 +147,12 @@ public enum HostKeyTrust {
         }
     }
 
+    /// Whether `path` is a folder (a known-hosts setting that names `~/.ssh` rather than the file in it).
+    static func isFolder(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+    }
+
     /// A known_hosts file's lines; a missing file has none (every host is then unknown).
     static func knownHostsLines(_ path: String) -> [String] {
         guard let data = FileManager.default.contents(atPath: path) else { return [] }

@@ -64,7 +64,11 @@ final class SFTPPipe {
         } catch {
             if ended && received.isEmpty { throw Self.subsystemEnded(exitStatus: channel.close()) }
             if let text = Self.leadingText(received) {
-                throw LibSSH2Error(code: -31, message: "the server's SFTP subsystem sent text before SFTP (\"\(text)\"): a shell start-up file of the account (such as ~/.bashrc) prints it; make it print nothing when the session is not interactive (ssh HOST true must print nothing)", sftpStatus: nil, isTextBeforeSFTP: true)
+                // nologin's line: the account has no shell, through which sshd runs an external sftp-server.
+                let cause = text.contains("account is currently not available")
+                    ? "the account's shell is nologin, through which sshd starts an external sftp-server; set \"Subsystem sftp internal-sftp\" in the server's sshd_config (it needs no shell), or give the account a shell"
+                    : "a shell start-up file of the account (such as ~/.bashrc) prints it; make it print nothing when the session is not interactive (ssh HOST true must print nothing)"
+                throw LibSSH2Error(code: -31, message: "the server's SFTP subsystem sent text before SFTP (\"\(text)\"): \(cause)", sftpStatus: nil, isTextBeforeSFTP: true)
             }
             throw LibSSH2Error(code: -31, message: "the server's SFTP subsystem did not answer as version 3")
         }

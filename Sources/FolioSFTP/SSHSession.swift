@@ -140,6 +140,9 @@ final class SSHSession {
         case .match:
             return
         case .notFound:
+            if HostKeyTrust.isFolder(endpoint.knownHostsPath) {
+                throw SourceError(.authentication, "known-hosts \(endpoint.knownHostsPath) is a folder, not a known_hosts file; give the file's path (such as \(endpoint.knownHostsPath)/known_hosts)")
+            }
             if let reason = HostKeyTrust.unreadableReason(endpoint.knownHostsPath) {
                 throw SourceError(.authentication, "cannot read \(endpoint.knownHostsPath) (\(reason)) to check the host key of \(endpoint.hostURL); make it readable by \(SFTPEndpoint.currentUser.name)")
             }

@@ -199,6 +199,31 @@ final class SFTPEndToEndTests: XCTestCase {
         let sftpOnly = try SSHServer(extraConfig: ["ForceCommand \(script)"])
         let refused = FolioBinary.run(mirror(sftpOnly, work.path("src"), json: false, extra: ["--timeout", "60"]), environment: environment)
         assertOneLine(refused, contains: ["opening \(sftpOnly.url(work.path("src"))) failed: \(why)"])
+
+        // An account whose shell is nologin gets its line in place of the external sftp-server's SFTP: the fix is
+        // internal-sftp, not a start-up file.
+        let nologin = work.path("nologin-shell")
+        FixtureTree.write(work.path, "nologin-shell", "#!/bin/sh\necho 'This account is currently not available.'\nexit 1\n")
+        XCTAssertEqual(chmod(nologin, 0o755), 0)
+        try? FileManager.default.removeItem(atPath: work.path("dst"))
+        let noShell = try SSHServer(extraConfig: ["ForceCommand \(nologin)"])
+        let told = FolioBinary.run(mirror(noShell, work.path("src"), json: false, extra: ["--timeout", "60"]), environment: environment)
+        assertOneLine(told, contains: ["the server's SFTP subsystem sent text before SFTP (\"This account is currently not available.\"): the account's shell is nologin, through which sshd starts an external sftp-server; set \"Subsystem sftp internal-sftp\" in the server's sshd_config (it needs no shell), or give the account a shell"])
+    }
+
+    /// A known-hosts flag naming a folder says so, where it called the host unknown and advised `folio trust` into
+    /// that folder; one written `--known-hosts=~/…` (which no shell expands) is below the home folder, not in a
+    /// folder named `~` in the working folder.
+    func testAKnownHostsFlagThatIsAFolderOrStartsWithATildeIsReadAsMeant() throws {
+        let server = try SSHServer()
+        FixtureTree.write(work.path("src"), "a.txt", "alpha\n")
+        let folder = FolioBinary.run(mirror(server, work.path("src"), knownHosts: work.path(""), json: false), environment: environment)
+        assertOneLine(folder, contains: ["known-hosts \(work.path("")) is a folder, not a known_hosts file; give the file's path"])
+        let name = "folio-test-known-hosts-\(UUID().uuidString.prefix(8))"
+        let tilde = FolioBinary.run(["mirror", server.url(work.path("src")), work.path("dst"), "--identity", server.userKeyPath, "--known-hosts=~/\(name)"],
+                                    environment: environment, currentDirectory: work.path(""))
+        assertOneLine(tilde, contains: ["is not in \(String(cString: getpwuid(geteuid())!.pointee.pw_dir))/\(name))"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("~")))
     }
 
     /// `sftp://host` with no path is the account's home folder, as scp and rsync read it, and `sftp://host/` the
