@@ -1,4 +1,5 @@
 import FolioCore
+import Glibc
 
 /// An SFTP server as a source: `sftp://[user@]host[:port]/path`, over libssh2.
 ///
@@ -70,8 +71,21 @@ public struct SFTPSource: Source {
     /// Lists the tree with one `find` over exec where the server allows it, else SFTP readdir (see `SFTPLister`);
     /// sessions it opened are kept for the first download workers.
     public func snapshot(options: ListingOptions) async throws -> Snapshot {
-        try await SFTPLister(endpoint: endpoint, options: options, method: listingMethod, idle: idle, tarBatch: tarBatch,
-                             loggingIn: logInAhead.take()).snapshot()
+        var snapshot = try await SFTPLister(endpoint: endpoint, options: options, method: listingMethod, idle: idle, tarBatch: tarBatch,
+                                            loggingIn: logInAhead.take()).snapshot()
+        // Why a warning, where OpenSSH refuses such a key: a daemon's key made readable to others by mistake would
+        // otherwise stop every run at once; said every run, it is fixed with one chmod.
+        for (setting, path) in [("identity", endpoint.identity), ("passphrase-file", endpoint.passphraseFile)] {
+            guard let path, let mode = Self.mode(of: path), mode & 0o077 != 0 else { continue }
+            snapshot.warn("\(setting) \(path) can be read by other users (mode \(String(mode & 0o777, radix: 8))), which ssh refuses for a private key; chmod 600 \(path)", about: displayName)
+        }
+        return snapshot
+    }
+
+    /// The permission bits of the file at `path`, if it can be looked at.
+    private static func mode(of path: String) -> mode_t? {
+        var info = stat()
+        return stat(path, &info) == 0 ? info.st_mode & 0o7777 : nil
     }
 
     /// Shuts down the sockets of the sessions logging in or listing, so that a stop does not wait out `timeout`

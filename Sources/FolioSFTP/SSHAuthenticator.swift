@@ -96,7 +96,7 @@ struct SSHAuthenticator {
         }
         let banner = LibSSH2.serverBanner(session) ?? ""
         if let rsaKey, Self.refusesSHA1Signatures(banner: banner) {
-            throw SourceError(.authentication, "\(endpoint.hostURL) refused \(user)'s RSA key \(rsaKey): libssh2 1.10 signs RSA keys with SHA-1 (ssh-rsa), which this server (\(Self.software(banner))) refuses, as OpenSSH 8.8 and later do; use an ed25519 or ECDSA key (ssh-keygen -t ed25519) and add its .pub to the server's authorized_keys")
+            throw SourceError(.authentication, "\(endpoint.hostURL) refused \(user)'s RSA key \(rsaKey): libssh2 1.10 signs RSA keys with SHA-1 (ssh-rsa), which this server (\(Self.software(banner))) refuses unless its PubkeyAcceptedAlgorithms lets ssh-rsa in, as OpenSSH 8.8 and later do (where it does, the key is not in its authorized_keys); use an ed25519 or ECDSA key (ssh-keygen -t ed25519) and add its .pub to the server's authorized_keys")
         }
         let what = tried.isEmpty ? "no key or password was configured" : "tried \(tried.joined(separator: ", "))"
         // An RSA key refused by a server that may still take SHA-1: most likely not in authorized_keys, but the

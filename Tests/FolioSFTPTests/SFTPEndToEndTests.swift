@@ -226,6 +226,19 @@ final class SFTPEndToEndTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("~")))
     }
 
+    /// A private key other users can read is used, with a warning every run naming the chmod that fixes it
+    /// (OpenSSH refuses such a key); it was used without a word.
+    func testAnIdentityOthersCanReadIsWarnedAbout() throws {
+        let server = try SSHServer()
+        FixtureTree.write(work.path("src"), "a.txt", "alpha\n")
+        let key = work.path("open_key")
+        XCTAssertTrue(FileManager.default.createFile(atPath: key, contents: FileManager.default.contents(atPath: server.userKeyPath)))
+        XCTAssertEqual(chmod(key, 0o644), 0)
+        let outcome = FolioBinary.run(mirror(server, work.path("src"), identity: key, json: false), environment: environment)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        XCTAssertEqual(outcome.stdoutLines.first, "mirror:\(work.path("dst")): \(server.url(work.path("src"))): identity \(key) can be read by other users (mode 644), which ssh refuses for a private key; chmod 600 \(key)")
+    }
+
     /// `sftp://host` with no path is the account's home folder, as scp and rsync read it, and `sftp://host/` the
     /// server's root: taken for the root, a path left out copied the server's whole filesystem.
     func testNoPathIsTheHomeFolder() throws {
