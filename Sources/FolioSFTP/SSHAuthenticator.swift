@@ -94,6 +94,13 @@ struct SSHAuthenticator {
         if !agentFirst, methods.contains("publickey"), endpoint.identity == nil, let agent {
             if try tryAgent(agent, user: user, tried: &tried) { return }
         }
+        // A key tried, and publickey no longer offered: the server took the key as a first step and wants a password
+        // as well (AuthenticationMethods publickey,password); "add the public key" would send the user the wrong way.
+        if tried.contains(where: { $0.hasPrefix("key ") }), !methods.contains("publickey"), methods.contains("password") || asksByPrompt,
+           endpoint.passwordFile == nil {
+            throw SourceError(.authentication, "\(endpoint.hostURL) accepted \(user)'s key and asks for a password as well (two steps, as AuthenticationMethods publickey,password sets); give the password as password-file (--password-file)",
+                              underlying: "libssh2 -18 (LIBSSH2_ERROR_AUTHENTICATION_FAILED)")
+        }
         let banner = LibSSH2.serverBanner(session) ?? ""
         if let rsaKey, Self.refusesSHA1Signatures(banner: banner) {
             throw SourceError(.authentication, "\(endpoint.hostURL) refused \(user)'s RSA key \(rsaKey): libssh2 1.10 signs RSA keys with SHA-1 (ssh-rsa), which this server (\(Self.software(banner))) refuses unless its PubkeyAcceptedAlgorithms lets ssh-rsa in, as OpenSSH 8.8 and later do (where it does, the key is not in its authorized_keys); use an ed25519 or ECDSA key (ssh-keygen -t ed25519) and add its .pub to the server's authorized_keys")

@@ -341,6 +341,27 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         XCTAssertEqual(agentOnly.stderrLines, ["mirror:\(work.path("dst")): failed: sftp://127.0.0.1:\(server.port) closed the connection while ssh-agent's keys were tried for folio-test: it refused more of them than it allows (sshd's MaxAuthTries, 6 by default); set identity to the key it takes, or remove keys from the agent (ssh-add -d)"])
     }
 
+    /// A server that takes a key and then a password (AuthenticationMethods publickey,password) says so when the
+    /// password-file is missing: the line said to add the key it had just accepted. With both, the log-in goes.
+    func testAKeyThenPasswordServerAsksForThePasswordFile() throws {
+        guard getpwnam("folio-test") != nil else { return XCTFail("user folio-test is missing; run scripts/install-deps.sh as root") }
+        let password = "pw-" + UUID().uuidString.prefix(12)
+        _ = try LoopbackServer.run("/bin/sh", ["-c", "echo 'folio-test:\(password)' | /usr/sbin/chpasswd"])
+        defer { _ = try? LoopbackServer.run("/usr/sbin/usermod", ["-p", "*", "folio-test"]) }
+        let server = try SSHServer(user: "folio-test", extraConfig: ["AuthenticationMethods publickey,password"], passwordLogin: .password)
+        let secrets = TemporaryDirectory("sftp-two-steps")
+        FixtureTree.write(secrets.path, "good", password + "\n")
+        func endpoint(password: String?) -> SFTPEndpoint {
+            SFTPEndpoint(host: server.host, port: server.port, user: server.user, rootPath: "/", identity: server.userKeyPath, passphraseFile: nil,
+                         passwordFile: password, knownHostsPath: server.knownHostsPath, timeoutSeconds: 10)
+        }
+        XCTAssertThrowsError(try SSHSession.open(endpoint(password: nil))) { error in
+            assertOneLine(error as? SourceError, .authentication, contains: ["sftp://127.0.0.1:\(server.port) accepted folio-test's key and asks for a password as well (two steps, as AuthenticationMethods publickey,password sets); give the password as password-file (--password-file)"])
+        }
+        let session = try SSHSession.open(endpoint(password: secrets.path("good")))
+        session.close()
+    }
+
     /// A configured key that cannot be used says which of two things is wrong: a key with a passphrase and no
     /// passphrase-file names the setting to add; a file that is no private key (here the .pub) says so.
     func testAnUnusableIdentitySaysWhetherItNeedsAPassphraseOrIsNoPrivateKey() async throws {
