@@ -38,7 +38,7 @@ public enum HostKeyTrust {
     /// `LibSSH2.preferKnownHostKeyTypes`).
     public static func fetch(host: String, port: Int, knownHostsPath: String, timeoutSeconds: Int = 30) throws -> (key: HostKey, standing: Standing) {
         let display = "sftp://\(host):\(port)"
-        let lines = knownHostsLines(knownHostsPath)
+        let lines = knownHostsLines(knownHostsPath, host: host, port: port)
         let (session, socket) = try SSHSession.handshake(host: host, port: port, timeoutSeconds: timeoutSeconds, knownHosts: lines, display: display)
         defer { LibSSH2.end(session, socket: socket) }
         let key = try describe(session, host: host, port: port)
@@ -153,10 +153,54 @@ public enum HostKeyTrust {
         return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
     }
 
-    /// A known_hosts file's lines; a missing file has none (every host is then unknown).
-    static func knownHostsLines(_ path: String) -> [String] {
+    /// A known_hosts file's lines for checking `host` on `port`; a missing file has none (every host is then
+    /// unknown). A line whose hosts are patterns (`*`, `?`, `!` negation, as OpenSSH reads them) is kept, under
+    /// the server's own name, when they match it, and left out when not: libssh2 1.10 compares names only.
+    static func knownHostsLines(_ path: String, host: String, port: Int) -> [String] {
         guard let data = FileManager.default.contents(atPath: path) else { return [] }
+        let names = knownHostsNames(host: host, port: port)
         return String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).map(String.init)
             .filter { !$0.hasPrefix("#") && !$0.trimmingCharacters(in: .whitespaces).isEmpty }
+            .compactMap { resolvingPatterns($0, names: names) }
+    }
+
+    /// `line` with a host field of patterns replaced by the first of `names` it matches, or nil when it matches
+    /// none; any other line as it is.
+    static func resolvingPatterns(_ line: String, names: [String]) -> String? {
+        guard !line.hasPrefix("@"), !line.hasPrefix("|"), let space = line.firstIndex(where: { $0 == " " || $0 == "\t" }) else { return line }
+        let field = line[..<space]
+        guard field.contains(where: { $0 == "*" || $0 == "?" || $0 == "!" }) else { return line }
+        let patterns = field.split(separator: ",")
+        guard let name = names.first(where: { name in
+            let lower = name.lowercased()
+            // A negated pattern that matches rules the line out, whatever else matches (OpenSSH's match_host_list).
+            if patterns.contains(where: { $0.hasPrefix("!") && globMatches(Array($0.dropFirst().lowercased().utf8), Array(lower.utf8)) }) { return false }
+            return patterns.contains { !$0.hasPrefix("!") && globMatches(Array($0.lowercased().utf8), Array(lower.utf8)) }
+        }) else { return nil }
+        return name + line[space...]
+    }
+
+    /// OpenSSH's host pattern: `*` any run of bytes, `?` any one byte, everything else itself (no brackets: a
+    /// `[host]:port` name is written with them).
+    static func globMatches(_ pattern: [UInt8], _ text: [UInt8]) -> Bool {
+        var p = 0, t = 0, star: Int?, resume = 0
+        while t < text.count {
+            if p < pattern.count, pattern[p] == UInt8(ascii: "?") || pattern[p] == text[t] {
+                p += 1
+                t += 1
+            } else if p < pattern.count, pattern[p] == UInt8(ascii: "*") {
+                star = p
+                resume = t
+                p += 1
+            } else if let star {
+                p = star + 1
+                resume += 1
+                t = resume
+            } else {
+                return false
+            }
+        }
+        while p < pattern.count, pattern[p] == UInt8(ascii: "*") { p += 1 }
+        return p == pattern.count
     }
 }

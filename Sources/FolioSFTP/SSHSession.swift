@@ -35,7 +35,7 @@ final class SSHSession {
         let interrupter = endpoint.interrupter
         do {
             return try HandshakeGate.withSlot { () throws(SourceError) -> SSHSession in
-                let knownHosts = HostKeyTrust.knownHostsLines(endpoint.knownHostsPath)
+                let knownHosts = HostKeyTrust.knownHostsLines(endpoint.knownHostsPath, host: endpoint.host, port: endpoint.port)
                 let (session, socket) = try handshake(host: endpoint.host, port: endpoint.port, timeoutSeconds: endpoint.timeoutSeconds,
                                                       knownHosts: knownHosts, display: endpoint.url(), interrupter: interrupter)
                 do throws(SourceError) {

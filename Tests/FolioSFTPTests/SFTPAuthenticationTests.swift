@@ -117,6 +117,27 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         XCTAssertEqual(try HostKeyTrust.fetch(host: server.host, port: server.port, knownHostsPath: server.knownHostsPath, timeoutSeconds: 10).standing, .changed)
     }
 
+    /// known_hosts lines whose hosts are patterns count as OpenSSH counts them: `*` and `?` match, `!` rules the
+    /// line out; libssh2 alone compared names, so such a host was "not a known host".
+    func testKnownHostsPatternsMatchAsInOpenSSH() async throws {
+        let names = HostKeyTrust.knownHostsNames(host: "127.0.0.1", port: 2222)
+        let key = "ssh-ed25519 AAAA"
+        XCTAssertEqual(HostKeyTrust.resolvingPatterns("[127.0.0.*]:2222 \(key)", names: names), "[127.0.0.1]:2222 \(key)")
+        XCTAssertEqual(HostKeyTrust.resolvingPatterns("nas,[127.0.0.?]:2222 \(key)", names: names), "[127.0.0.1]:2222 \(key)")
+        XCTAssertNil(HostKeyTrust.resolvingPatterns("[127.0.0.*]:2222,![127.0.0.1]:2222 \(key)", names: names))
+        XCTAssertNil(HostKeyTrust.resolvingPatterns("[10.*]:2222 \(key)", names: names))
+        XCTAssertEqual(HostKeyTrust.resolvingPatterns("[127.0.0.1]:2222 \(key)", names: names), "[127.0.0.1]:2222 \(key)", "a plain line is left as it is")
+        XCTAssertEqual(HostKeyTrust.resolvingPatterns("@revoked * \(key)", names: names), "@revoked * \(key)")
+
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-known-hosts-pattern")
+        FixtureTree.write(served.path, "a.txt", "alpha\n")
+        let hostKey = try String(contentsOfFile: server.hostKeyPath + ".pub", encoding: .utf8).split(separator: " ").prefix(2).joined(separator: " ")
+        FixtureTree.write(served.path, "known_hosts", "[127.0.0.*]:\(server.port) \(hostKey)\n")
+        let snapshot = try await source(server, served.path, knownHosts: served.path("known_hosts")).snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["a.txt", "known_hosts"])
+    }
+
     /// A host key marked `@revoked` is refused, even where a plain line trusts it too (libssh2 skips marker lines,
     /// so it was accepted), and `folio trust` will not add it.
     func testARevokedHostKeyIsRefusedAndNotTrusted() async throws {
