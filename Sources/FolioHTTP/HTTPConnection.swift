@@ -24,6 +24,7 @@ final class HTTPConnection: SourceConnection {
     func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws {
         let url = client.urls.url(for: entry.path, folder: false)
         var skip: Int64 = 0  // bytes of a whole (200) response that the sink already holds
+        let started = ContinuousClock.now
         let response = try client.send(with: easy, cancelled: { sink.isCancelled }, makeRequest: {
             // Fewer, larger writes for a big file.
             var request = CurlEasy.Request(method: "GET", url: url, bodyLimit: 64 << 10, receiveBuffer: 256 << 10)
@@ -90,6 +91,34 @@ final class HTTPConnection: SourceConnection {
             // curl reports a body shorter than its Content-Length itself (and the client retries); this is a
             // server that closed a chunked or length-less body early.
             throw SourceError(.unreachable, "\(url) ended after \(sink.offset) of \(entry.size) bytes; the partial file is kept and resumed next run", path: entry.path, underlying: "short body")
+        }
+        // Guarantee 2, as the local and SFTP sources keep it with a stat after the copy: the headers above were sent
+        // before the body, so a file rewritten in place while it streamed (nginx reads it as it sends) came with
+        // the old version's tags and installed old and new bytes mixed, exit 0. A HEAD after the body asks again.
+        // Why only after a second or more: the chance of an edit grows with the transfer's length, and a HEAD is a
+        // round trip, which a file fetched in milliseconds would pay many times over.
+        if ContinuousClock.now - started >= Self.recheckAfter {
+            try recheck(entry, url: url, cancelled: { sink.isCancelled })
+        }
+    }
+
+    /// How long a download takes before its version is asked again at its end (see `download`).
+    static let recheckAfter = Duration.seconds(1)
+
+    /// Asks the server, with a HEAD, whether `entry` is still the version listed; throws `.changed` if not.
+    private func recheck(_ entry: Entry, url: String, cancelled: @escaping () -> Bool) throws {
+        let head = try client.send(with: easy, cancelled: cancelled, makeRequest: { CurlEasy.Request(method: "HEAD", url: url) })
+        if head.status == 404 || head.status == 410 {
+            throw SourceError(.changed, "\(url) disappeared from the server while it was being copied; it will be fetched next run if it comes back", path: entry.path)
+        }
+        guard head.status == 200 else { throw client.error(status: head.status, url: url, path: entry.path) }
+        let now = (etag: EntityTag.normalized(head.headers["etag"]), modified: head.headers["last-modified"].flatMap(HTTPDate.parse),
+                   length: head.headers["content-length"].flatMap { Int64($0) })
+        let moved = (entry.validator != nil && now.etag != nil && now.etag != entry.validator)
+            || (entry.mtime.isKnown && now.modified.map { FileTime(seconds: $0).seconds != entry.mtime.seconds } == true)
+            || (now.length.map { $0 != entry.size } == true)
+        if moved {
+            throw SourceError(.changed, "\(url) changed on the server while it was being copied; it will be fetched next run", path: entry.path)
         }
     }
 
@@ -187,7 +216,8 @@ final class HTTPConnection: SourceConnection {
         if let listed = entry.validator, let now = EntityTag.normalized(headers["etag"]), now != listed {
             throw changed(entry, url: url, "its ETag is \(now), not \(listed)")
         }
-        if entry.mtime.isKnown, let modified = headers["last-modified"].flatMap(HTTPDate.parse), modified != entry.mtime.seconds {
+        // Compared as `FileTime` keeps it: a time past 2262 is kept as the latest it holds, as the listing's was.
+        if entry.mtime.isKnown, let modified = headers["last-modified"].flatMap(HTTPDate.parse), FileTime(seconds: modified).seconds != entry.mtime.seconds {
             throw changed(entry, url: url, "its Last-Modified is \(HTTPDate.format(modified)), not \(HTTPDate.format(entry.mtime.seconds))")
         }
     }

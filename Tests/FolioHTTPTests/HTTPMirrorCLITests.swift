@@ -296,6 +296,29 @@ final class HTTPMirrorCLITests: XCTestCase {
         XCTAssertEqual(last["error"] as? String, "quit at once: the files in flight keep their partial files for the next run")
     }
 
+    /// A file rewritten in place while its body streams (nginx reads a file as it sends it) is not installed: a
+    /// HEAD after a transfer of a second or more finds the new version. Its old and new bytes were installed
+    /// mixed, exit 0, where the local and SFTP sources caught it.
+    func testAFileRewrittenWhileItStreamsIsNotInstalled() throws {
+        let stub = try StubServer()
+        let scratch = TemporaryDirectory("cli-torn")
+        let outcome = mirror(stub.url("torn"), scratch, ["--json"])
+        XCTAssertEqual(outcome.status, 3, outcome.stderr)
+        let failed = outcome.events.filter { $0["event"] as? String == "file-failed" }
+        XCTAssertEqual(failed.map { $0["message"] as? String }, ["\(stub.url("torn"))f.bin changed on the server while it was being copied; it will be fetched next run"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: scratch.path("dest/f.bin")))
+    }
+
+    /// A file dated past 2262 (more than `FileTime` holds) is mirrored, with the latest time it holds: its
+    /// Last-Modified was compared with the listing's kept time and it "changed since it was listed" every run.
+    func testAFileDatedPast2262IsMirrored() throws {
+        let stub = try StubServer()
+        let scratch = TemporaryDirectory("cli-far-future")
+        let outcome = mirror(stub.url("far-future"), scratch)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        XCTAssertEqual(FixtureTree.read(scratch.path("dest/far.txt")), Array("hello".utf8))
+    }
+
     /// A server that asks for seconds of quiet (429 with `Retry-After`) gets them, and the run says so as it
     /// happens: a pause of minutes without a word looked like a hang.
     func testALongRetryAfterIsSaidAsItHappens() throws {

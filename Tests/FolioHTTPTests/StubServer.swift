@@ -69,6 +69,7 @@ LISTINGS = {
     "ratelimit": [("/ratelimit/f.txt", 5, '"r1"')],
     "wait-long": [("/wait-long/f.txt", 5, '"w1"')],
     "bare-etag": [("/bare-etag/f.txt", 5, '4358590-1795800900-6')],
+    "torn": [("/torn/f.bin", 300000, '"t1"')],
     "changing": [("/changing/f.txt", 5, '"v1"')],
     "truncated": [("/truncated/big.bin", 100000, '"t1"')],
     "resume": [("/resume/big.bin", 100000, '"r1"')],
@@ -151,6 +152,9 @@ class Handler(BaseHTTPRequestHandler):
             # Apache's way: a file less than a second old has its tag marked weak, the same tag strong later.
             tag = 'W/"k1"' if n == 1 else '"k1"'
             return self.send(207, multistatus("/weak-etag/", [("/weak-etag/f.txt", 5, tag)]), [("Content-Type", "application/xml")])
+        if scenario == "far-future":
+            body = multistatus("/far-future/", [("/far-future/far.txt", 5, '"f1"')]).replace(b"Sun, 22 Nov 2026 04:00:00 GMT", b"Sat, 01 Jan 2400 00:00:00 GMT")
+            return self.send(207, body, [("Content-Type", "application/xml")])
         if scenario not in LISTINGS:
             return self.send(404, b"not found")
         limits = [("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset", "1")] if scenario == "ratelimit-header" else []
@@ -183,6 +187,21 @@ class Handler(BaseHTTPRequestHandler):
         scenario = self.path.strip("/").split("/")[0]
         if scenario == "ratelimit":
             return self.send(200, b"hello", [("ETag", '"r1"'), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
+        if scenario == "far-future":
+            return self.send(200, b"hello", [("ETag", '"f1"'), ("Last-Modified", "Sat, 01 Jan 2400 00:00:00 GMT")])
+        if scenario == "torn":
+            # The file is rewritten in place while its body streams: the GET's headers are the old version's,
+            # a HEAD after it the new one's.
+            self.send_response(200)
+            self.send_header("ETag", '"t2"' if self.command == "HEAD" else '"t1"')
+            self.send_header("Content-Length", "300000")
+            self.end_headers()
+            if self.command == "HEAD": return
+            for _ in range(3):
+                self.wfile.write(bytes(100000))
+                self.wfile.flush()
+                time.sleep(0.6)
+            return
         if scenario == "bare-etag":
             # wsgidav's way: the tag bare in getetag, quoted in the ETag header.
             return self.send(200, b"hello", [("ETag", '"4358590-1795800900-6"'), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])

@@ -239,6 +239,16 @@ final class SFTPEndToEndTests: XCTestCase {
         XCTAssertEqual(outcome.stdoutLines.first, "mirror:\(work.path("dst")): \(server.url(work.path("src"))): identity \(key) can be read by other users (mode 644), which ssh refuses for a private key; chmod 600 \(key)")
     }
 
+    /// A file dated past 2262 (more than `FileTime` holds) is mirrored at the first run: its SFTP time was
+    /// compared with the listing's kept one, and it "changed on the server while it was being copied".
+    func testAFileDatedPast2262IsMirroredAtTheFirstRun() throws {
+        let server = try SSHServer()
+        FixtureTree.write(work.path("src"), "far.bin", FixtureTree.bytes(count: 300 << 10, seed: 9), mtime: (13_569_465_600, 0))
+        let outcome = FolioBinary.run(mirror(server, work.path("src"), json: false), environment: environment)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        XCTAssertEqual(FixtureTree.read(work.path("dst/far.bin")), FixtureTree.bytes(count: 300 << 10, seed: 9))
+    }
+
     /// `sftp://host` with no path is the account's home folder, as scp and rsync read it, and `sftp://host/` the
     /// server's root: taken for the root, a path left out copied the server's whole filesystem.
     func testNoPathIsTheHomeFolder() throws {
