@@ -133,6 +133,8 @@ final class HTTPClient: Sendable {
             return SourceError(.permission, "\(url) is forbidden (HTTP 403); check the server's permissions for this user", path: path, underlying: underlying)
         case 404, 410:
             return SourceError(.notFound, "\(url) does not exist (HTTP \(status)); check the URL", path: path, underlying: underlying)
+        case 414:
+            return SourceError(.protocolViolation, "\(url) is longer than the server takes (HTTP 414); raise its limit (nginx: large_client_header_buffers; Apache: LimitRequestLine), or exclude this folder", path: path, underlying: underlying)
         case 400:
             // lighttpd answers so for a name it cannot serve (one that is not UTF-8, say), which it still lists.
             return SourceError(.protocolViolation, "\(url) was refused as a bad request (HTTP 400); the server cannot serve this name (is it UTF-8?): rename it on the server, or exclude it", path: path, underlying: underlying)

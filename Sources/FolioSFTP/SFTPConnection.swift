@@ -71,6 +71,11 @@ final class SFTPConnection: SourceConnection {
             // to the link.
             fastestOpen = min(fastestOpen, ContinuousClock.now - opening)
             session.endpoint.roundTrips.record(fastestOpen)
+        } catch where error.isNoSuchFile {
+            // Listed a moment ago: gone since (moved, renamed, deleted), not a path to check, as the line for a
+            // source root that does not exist says.
+            throw SourceError(.notFound, "\(session.endpoint.url(remote)) disappeared from the server since it was listed; the next run mirrors what is there then",
+                              path: entry.path, underlying: error.description)
         } catch {
             throw session.sourceError(error, doing: "opening", remote: remote, path: entry.path)
         }

@@ -28,7 +28,7 @@ enum Summary {
             // Stopped before the engine began it (waiting for another run's lock): there is nothing to resume.
             lines.append("\(name): \(report.error ?? "stopped"); nothing was started")
         case .interrupted:
-            lines.append("\(name): interrupted after \(report.downloaded + report.updated) files, \(ByteCount.format(report.bytes)); the next run resumes")
+            lines.append("\(name): interrupted after \(CountText.of(report.downloaded + report.updated, "file")), \(ByteCount.format(report.bytes)); the next run resumes")
         case .unchanged:
             lines.append(report.dryRun ? "\(name): nothing to do (dry run)" : "\(name): unchanged, checked in \(time)")
         case .synced:

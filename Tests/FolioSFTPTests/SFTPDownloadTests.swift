@@ -33,6 +33,30 @@ final class SFTPDownloadTests: SFTPTestCase {
         XCTAssertEqual(log.components(separatedBy: "Accepted publickey").count - 1, 2, log)
     }
 
+    /// A file gone between the listing and its copy says it disappeared since it was listed; it said "does not
+    /// exist on the server; check the path", as for a source root mistyped.
+    func testAFileGoneSinceTheListingSaysItDisappeared() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-gone")
+        FixtureTree.write(served.path, "big.bin", FixtureTree.bytes(count: 300 << 10, seed: 3))
+        let source = try source(server, served.path)
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        let entry = try XCTUnwrap(snapshot.entry(at: try RelativePath(validating: "big.bin")))
+        try FileManager.default.removeItem(atPath: served.path("big.bin"))
+        let scratch = TemporaryDirectory("sftp-gone-out")
+        let message = try await Self.onWorker { () -> String? in
+            let connection = try source.makeConnection()
+            defer { connection.close() }
+            do {
+                _ = try SourceConformance.download(entry, with: connection, into: scratch.path("out"), from: 0)
+                return nil
+            } catch let error as SourceError {
+                return error.message
+            }
+        }
+        XCTAssertEqual(message, "\(server.url(served.path("big.bin"))) disappeared from the server since it was listed; the next run mirrors what is there then")
+    }
+
     /// A run closes its sessions before it returns: after an initial run its download worker's, after a
     /// no-change run the one its listing parked for download workers that never came. Left to
     /// the source's last release, a session could be closed on any thread, even while the process exits and
