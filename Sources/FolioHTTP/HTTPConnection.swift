@@ -24,7 +24,7 @@ final class HTTPConnection: SourceConnection {
     func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws {
         let url = client.urls.url(for: entry.path, folder: false)
         var skip: Int64 = 0  // bytes of a whole (200) response that the sink already holds
-        let started = ContinuousClock.now
+        var answered: ContinuousClock.Instant?  // when the body began: the transfer, not a wait the server asked for
         let response = try client.send(with: easy, cancelled: { sink.isCancelled }, makeRequest: {
             // Fewer, larger writes for a big file.
             var request = CurlEasy.Request(method: "GET", url: url, bodyLimit: 64 << 10, receiveBuffer: 256 << 10)
@@ -43,6 +43,7 @@ final class HTTPConnection: SourceConnection {
             return request
         }, decide: { status, headers in
             let start = sink.offset
+            if status == 200 || status == 206 { answered = ContinuousClock.now }
             switch status {
             case 200:
                 try Self.checkSameVersion(entry, headers, url: url)
@@ -97,7 +98,7 @@ final class HTTPConnection: SourceConnection {
         // the old version's tags and installed old and new bytes mixed, exit 0. A HEAD after the body asks again.
         // Why only after a second or more: the chance of an edit grows with the transfer's length, and a HEAD is a
         // round trip, which a file fetched in milliseconds would pay many times over.
-        if ContinuousClock.now - started >= Self.recheckAfter {
+        if let answered, ContinuousClock.now - answered >= Self.recheckAfter {
             try recheck(entry, url: url, cancelled: { sink.isCancelled })
         }
     }
@@ -111,7 +112,8 @@ final class HTTPConnection: SourceConnection {
         if head.status == 404 || head.status == 410 {
             throw SourceError(.changed, "\(url) disappeared from the server while it was being copied; it will be fetched next run if it comes back", path: entry.path)
         }
-        guard head.status == 200 else { throw client.error(status: head.status, url: url, path: entry.path) }
+        // Any other answer (a server that refuses HEAD, 405 or 501) cannot tell, and the GET's own check stands.
+        guard head.status == 200 else { return }
         let now = (etag: EntityTag.normalized(head.headers["etag"]), modified: head.headers["last-modified"].flatMap(HTTPDate.parse),
                    length: head.headers["content-length"].flatMap { Int64($0) })
         let moved = (entry.validator != nil && now.etag != nil && now.etag != entry.validator)

@@ -7,6 +7,15 @@ import XCTest
 
 /// Host keys are checked strictly; log-in failures and unreachable servers are one line naming host and fix.
 final class SFTPAuthenticationTests: SFTPTestCase {
+    /// Gives the account `folio-test` a random password for this test, and locks it again when the test ends.
+    private func giveTheTestUserAPassword() throws -> String {
+        guard getpwnam("folio-test") != nil else { throw LoopbackServer.Failure("user folio-test is missing; run scripts/install-deps.sh as root") }
+        let password = "pw-" + UUID().uuidString.prefix(12)
+        _ = try LoopbackServer.run("/bin/sh", ["-c", "echo 'folio-test:\(password)' | /usr/sbin/chpasswd"])
+        addTeardownBlock { _ = try? LoopbackServer.run("/usr/sbin/usermod", ["-p", "*", "folio-test"]) }
+        return password
+    }
+
     private func assertOneLine(_ error: SourceError?, _ code: SourceError.Code, contains parts: [String], file: StaticString = #filePath, line: UInt = #line) {
         guard let error else { return XCTFail("no error", file: file, line: line) }
         XCTAssertEqual(error.code, code, error.message, file: file, line: line)
@@ -300,10 +309,7 @@ final class SFTPAuthenticationTests: SFTPTestCase {
     /// refused in one line that names the file to check, and never shows. The test user gets a random password for
     /// the test, locked again after it.
     func testAPasswordFileLogsInByPasswordAndAtAKeyboardInteractivePrompt() throws {
-        guard getpwnam("folio-test") != nil else { return XCTFail("user folio-test is missing; run scripts/install-deps.sh as root") }
-        let password = "pw-" + UUID().uuidString.prefix(12)
-        _ = try LoopbackServer.run("/bin/sh", ["-c", "echo 'folio-test:\(password)' | /usr/sbin/chpasswd"])
-        defer { _ = try? LoopbackServer.run("/usr/sbin/usermod", ["-p", "*", "folio-test"]) }
+        let password = try giveTheTestUserAPassword()
         let secrets = TemporaryDirectory("sftp-password-files")
         FixtureTree.write(secrets.path, "good", password + "\n")
         FixtureTree.write(secrets.path, "bad", "battery staple\n")
@@ -334,10 +340,7 @@ final class SFTPAuthenticationTests: SFTPTestCase {
     /// from logging in: the password goes first (the server hung up on the agent's keys before it was sent, and
     /// the line said the network was lost). Without a password, that hang-up is said for what it is.
     func testAnAgentWithManyKeysNeitherHidesThePasswordNorReadsAsANetworkLoss() throws {
-        guard getpwnam("folio-test") != nil else { return XCTFail("user folio-test is missing; run scripts/install-deps.sh as root") }
-        let password = "pw-" + UUID().uuidString.prefix(12)
-        _ = try LoopbackServer.run("/bin/sh", ["-c", "echo 'folio-test:\(password)' | /usr/sbin/chpasswd"])
-        defer { _ = try? LoopbackServer.run("/usr/sbin/usermod", ["-p", "*", "folio-test"]) }
+        let password = try giveTheTestUserAPassword()
         let server = try SSHServer(user: "folio-test", extraConfig: ["MaxAuthTries 3"], passwordLogin: .password)
         let work = TemporaryDirectory("sftp-agent-keys")
         chmod(work.path, 0o755)
@@ -365,10 +368,7 @@ final class SFTPAuthenticationTests: SFTPTestCase {
     /// A server that takes a key and then a password (AuthenticationMethods publickey,password) says so when the
     /// password-file is missing: the line said to add the key it had just accepted. With both, the log-in goes.
     func testAKeyThenPasswordServerAsksForThePasswordFile() throws {
-        guard getpwnam("folio-test") != nil else { return XCTFail("user folio-test is missing; run scripts/install-deps.sh as root") }
-        let password = "pw-" + UUID().uuidString.prefix(12)
-        _ = try LoopbackServer.run("/bin/sh", ["-c", "echo 'folio-test:\(password)' | /usr/sbin/chpasswd"])
-        defer { _ = try? LoopbackServer.run("/usr/sbin/usermod", ["-p", "*", "folio-test"]) }
+        let password = try giveTheTestUserAPassword()
         let server = try SSHServer(user: "folio-test", extraConfig: ["AuthenticationMethods publickey,password"], passwordLogin: .password)
         let secrets = TemporaryDirectory("sftp-two-steps")
         FixtureTree.write(secrets.path, "good", password + "\n")
