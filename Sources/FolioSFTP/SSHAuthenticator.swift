@@ -71,7 +71,9 @@ struct SSHAuthenticator {
             case let path? where access(path, R_OK) != 0: ", and \(path) cannot be read"
             default: ""
             }
-            tried.append("password-file (the server takes no passwords\(problem))")
+            // "before a key": a server set to AuthenticationMethods publickey,password offers a password only once a
+            // key was taken, so "takes no passwords" would be wrong of it.
+            tried.append("password-file (the server takes no password, at least not before a key\(problem))")
         }
         var refusedPasswordFile: String?
         if methods.contains("password") || asksByPrompt, let passwordFile = endpoint.passwordFile {

@@ -68,6 +68,8 @@ struct TrustCommand: ParsableCommand {
 
     /// One line on standard error, then exit status 1.
     private func fail(_ message: String) throws -> Never {
+        // Standard output first: piped, it is buffered, and the fingerprint line came after the advice to compare it.
+        fflush(nil)
         FileDescriptorOutput.writeToStandardError("folio: \(message)\n")
         throw ExitCode(1)
     }

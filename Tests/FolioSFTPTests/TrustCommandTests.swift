@@ -28,6 +28,12 @@ final class TrustCommandTests: XCTestCase {
         XCTAssertEqual(noTerminal.stderrLines.count, 1, noTerminal.stderr)
         XCTAssertTrue(noTerminal.stderr.hasPrefix("folio: ") && noTerminal.stderr.contains("--yes"), noTerminal.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: knownHosts))
+        // Both streams into one pipe, as a terminal or a log shows them: the fingerprint comes before the advice
+        // to compare it (standard output is buffered when piped, and came last).
+        let together = FolioBinary.run(["trust", url, "--known-hosts", knownHosts], launcher: ["/bin/sh", "-c", #"exec "$0" "$@" 2>&1"#])
+        XCTAssertEqual(together.stdoutLines.count, 2, together.stdout)
+        XCTAssertTrue(together.stdoutLines.first?.hasPrefix("\(url) offers a ssh-ed25519 key with fingerprint ") == true, together.stdout)
+        XCTAssertTrue(together.stdoutLines.last?.hasPrefix("folio: not trusting \(url)") == true, together.stdout)
 
         let yes = FolioBinary.run(["trust", url, "--known-hosts", knownHosts, "--yes"])
         XCTAssertEqual(yes.status, 0, yes.stderr)
