@@ -13,6 +13,21 @@ public enum PathText {
         return "/" + parts.joined(separator: "/")
     }
 
+    /// `path` with a leading `~/` read as the home folder of the user running Folio, from the password database
+    /// (not `$HOME`, as ssh finds `~/.ssh`).
+    public static func expandingHome(_ path: String) -> String {
+        guard path.hasPrefix("~/") else { return path }
+        guard let entry = getpwuid(geteuid()) else { return "/" + path.dropFirst(2) }
+        return String(cString: entry.pointee.pw_dir) + path.dropFirst(1)
+    }
+
+    /// A path as given on the command line, made absolute: a leading `~/` is the home folder (a shell leaves
+    /// `--identity=~/.ssh/key` as it is), anything else not absolute is from the working folder.
+    public static func fromCommandLine(_ path: String) -> String {
+        let expanded = expandingHome(path)
+        return expanded.hasPrefix("/") ? expanded : FileManager.default.currentDirectoryPath + "/" + expanded
+    }
+
     /// Whether `path` is `folder` or below it (both normalized).
     public static func isWithin(_ path: String, _ folder: String) -> Bool {
         path == folder || folder == "/" || path.hasPrefix(folder + "/")

@@ -114,12 +114,8 @@ final class HTTPConnection: SourceConnection {
         }
         // Any other answer (a server that refuses HEAD, 405 or 501) cannot tell, and the GET's own check stands.
         guard head.status == 200 else { return }
-        let now = (etag: EntityTag.normalized(head.headers["etag"]), modified: head.headers["last-modified"].flatMap(HTTPDate.parse),
-                   length: head.headers["content-length"].flatMap { Int64($0) })
-        let moved = (entry.validator != nil && now.etag != nil && now.etag != entry.validator)
-            || (entry.mtime.isKnown && now.modified.map { FileTime(seconds: $0).seconds != entry.mtime.seconds } == true)
-            || (now.length.map { $0 != entry.size } == true)
-        if moved {
+        let length = head.headers["content-length"].flatMap { Int64($0) }
+        if Self.versionDifference(entry, head.headers) != nil || length.map({ $0 != entry.size }) == true {
             throw SourceError(.changed, "\(url) changed on the server while it was being copied; it will be fetched next run", path: entry.path)
         }
     }
@@ -215,13 +211,19 @@ final class HTTPConnection: SourceConnection {
 
     /// Refuses a response for another version of the file than the one listed.
     private static func checkSameVersion(_ entry: Entry, _ headers: HTTPHeaders, url: String) throws {
+        if let why = versionDifference(entry, headers) { throw changed(entry, url: url, why) }
+    }
+
+    /// How `headers` (a GET's or a HEAD's) name another version than the one listed, or nil when they do not.
+    private static func versionDifference(_ entry: Entry, _ headers: HTTPHeaders) -> String? {
         if let listed = entry.validator, let now = EntityTag.normalized(headers["etag"]), now != listed {
-            throw changed(entry, url: url, "its ETag is \(now), not \(listed)")
+            return "its ETag is \(now), not \(listed)"
         }
         // Compared as `FileTime` keeps it: a time past 2262 is kept as the latest it holds, as the listing's was.
         if entry.mtime.isKnown, let modified = headers["last-modified"].flatMap(HTTPDate.parse), FileTime(seconds: modified).seconds != entry.mtime.seconds {
-            throw changed(entry, url: url, "its Last-Modified is \(HTTPDate.format(modified)), not \(HTTPDate.format(entry.mtime.seconds))")
+            return "its Last-Modified is \(HTTPDate.format(modified)), not \(HTTPDate.format(entry.mtime.seconds))"
         }
+        return nil
     }
 
     private static func changed(_ entry: Entry, url: String, _ why: String) -> SourceError {

@@ -51,11 +51,6 @@ struct SFTPEndpoint: Sendable {
         return (String(cString: entry.pointee.pw_name), String(cString: entry.pointee.pw_dir))
     }
 
-    /// Expands a leading `~/` to the current user's home folder.
-    static func expandingHome(_ path: String) -> String {
-        path.hasPrefix("~/") ? currentUser.home + String(path.dropFirst(1)) : path
-    }
-
     /// A remote path as one POSIX shell word, for the commands run over exec: in single quotes, each `'` as `'\''`.
     static func shellQuoted(_ path: String) -> String {
         "'" + path.replacingOccurrences(of: "'", with: "'\\''") + "'"

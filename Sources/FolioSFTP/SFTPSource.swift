@@ -41,9 +41,9 @@ public struct SFTPSource: Source {
         if root == "/~" { root = "." } else if root.hasPrefix("/~/") { root = String(root.dropFirst(3)) }
         endpoint = SFTPEndpoint(
             host: host, port: port, user: user ?? SFTPEndpoint.currentUser.name, rootPath: root,
-            identity: settings.identity.map(SFTPEndpoint.expandingHome),
+            identity: settings.identity.map(PathText.expandingHome),
             passphraseFile: settings.passphraseFile, passwordFile: settings.passwordFile,
-            knownHostsPath: settings.knownHosts.map(SFTPEndpoint.expandingHome) ?? HostKeyTrust.defaultKnownHostsPath,
+            knownHostsPath: settings.knownHosts.map(PathText.expandingHome) ?? HostKeyTrust.defaultKnownHostsPath,
             timeoutSeconds: max(1, timeout))
         self.location = location
         idle = IdleSessions(capacity: max(0, transfers))

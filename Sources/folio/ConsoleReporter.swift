@@ -219,15 +219,7 @@ final class ConsoleReporter: SyncEventSink, @unchecked Sendable {
     /// narrow terminal must still show, and a path's end is the part that tells targets apart.
     private static func fitted(_ name: String, besides rest: String, _ width: Int) -> String {
         let room = width - TerminalColumns.of(rest)
-        guard TerminalColumns.of(name) > room, room >= 8 else { return name }
-        var kept = ""
-        var used = 1
-        for character in name.reversed() {
-            used += TerminalColumns.of(character)
-            if used > room { break }
-            kept.insert(character, at: kept.startIndex)
-        }
-        return "…" + kept
+        return room >= 8 ? TerminalColumns.clipStart(name, to: room) : name
     }
 
     private static func clip(_ line: String, _ width: Int) -> String {

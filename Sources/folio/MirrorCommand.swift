@@ -135,12 +135,7 @@ struct MirrorCommand: AsyncParsableCommand {
         return sourceKeys.filter { !used.contains($0) }.map { "--\($0) is not used with \(sourceName), this run's source; remove it, or check the source" }
     }
 
-    /// `path` made absolute from the working folder, with a leading `~/` taken as the home folder: a shell leaves
-    /// `--identity=~/.ssh/key` as it is, and the path then named a folder `~` in the working folder.
-    private func absolutePath(_ path: String) -> String {
-        if path.hasPrefix("~/") { return HomeFolder.path + path.dropFirst(1) }
-        return path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
-    }
+    private func absolutePath(_ path: String) -> String { PathText.fromCommandLine(path) }
 
     private func quoted(_ text: String) -> String { JSONLine.quote(text) }
 }

@@ -22,6 +22,19 @@ enum TerminalColumns {
         return kept + "…"
     }
 
+    /// `text` cut at its start to at most `width` columns, beginning with `…` where it was cut.
+    static func clipStart(_ text: String, to width: Int) -> String {
+        guard of(text) > width else { return text }
+        var kept = ""
+        var used = 1
+        for character in text.reversed() {
+            used += of(character)
+            if used > width { break }
+            kept.insert(character, at: kept.startIndex)
+        }
+        return "…" + kept
+    }
+
     /// The columns one character (a grapheme cluster) takes: two if any of its scalars is wide, none if all take
     /// none, else one.
     static func of(_ character: Character) -> Int {

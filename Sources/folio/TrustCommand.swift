@@ -33,9 +33,7 @@ struct TrustCommand: ParsableCommand {
         guard range.contains(timeout) else {
             throw CLIError.usage("--timeout must be a whole number from \(range.lowerBound) to \(range.upperBound), as in a configuration")
         }
-        let file = knownHosts.map {
-            $0.hasPrefix("~/") ? HomeFolder.path + $0.dropFirst(1) : $0.hasPrefix("/") ? $0 : FileManager.default.currentDirectoryPath + "/" + $0
-        } ?? HostKeyTrust.defaultKnownHostsPath
+        let file = knownHosts.map(PathText.fromCommandLine) ?? HostKeyTrust.defaultKnownHostsPath
         let name = "sftp://\(host.contains(":") ? "[\(host)]" : host):\(port)"
 
         let fetched: (key: HostKeyTrust.HostKey, standing: HostKeyTrust.Standing)
