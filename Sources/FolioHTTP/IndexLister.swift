@@ -21,16 +21,16 @@ struct IndexLister: Sendable {
 
     /// Lists the whole tree.
     func snapshot(workers: ListingWalk.Workers) async throws -> SnapshotBuilder {
-        try await ListingWalk.run(workers: workers, root: .folder(.root), known: known) { job, easy, walk in
+        try await ListingWalk.run(workers: workers, root: .folder(.root), known: known) { job, easy, walk, paths in
             switch job {
-            case .folder(let folder): try list(folder, easy: easy, walk: walk)
+            case .folder(let folder): try list(folder, easy: easy, walk: walk, paths: &paths)
             case .head(let file): try head(file, easy: easy, walk: walk)
             case .rootDepthOne: return
             }
         }
     }
 
-    private func list(_ folder: RelativePath, easy: CurlEasy, walk: ListingWalk.Scope) throws {
+    private func list(_ folder: RelativePath, easy: CurlEasy, walk: ListingWalk.Scope, paths: inout PathArena) throws {
         let url = client.urls.url(for: folder, folder: true)
         let response = try client.send(with: easy, cancelled: { walk.isStopped }, makeRequest: {
             CurlEasy.Request(method: "GET", url: url, bodyLimit: Self.pageLimit)
@@ -84,7 +84,7 @@ struct IndexLister: Sendable {
             childLinks += 1
             let path: RelativePath
             do {
-                path = try folder.appending(name: names[folderNames.count])
+                path = try folder.appending(name: names[folderNames.count], in: &paths)
             } catch {
                 issues.append(ListingIssue(path: RelativePath.display(Array(names.joined(separator: [UInt8(ascii: "/")]))), kind: .skipped("\(error)")))
                 continue

@@ -57,9 +57,9 @@ struct WebDAVLister: Sendable {
         let refused = InfinityAnswer(refused: infinityRefused)
         // Why only a walk that is `Depth: 1` from the start lists ahead: an infinity answer would make every
         // folder listed ahead a wasted request.
-        let builder = try await ListingWalk.run(workers: workers, root: .folder(.root), known: infinityRefused ? known : []) { job, easy, walk in
+        let builder = try await ListingWalk.run(workers: workers, root: .folder(.root), known: infinityRefused ? known : []) { job, easy, walk, paths in
             switch job {
-            case .folder(let folder): try list(folder, easy: easy, walk: walk, rootDepthOne: rootDepthOne, refused: refused)
+            case .folder(let folder): try list(folder, easy: easy, walk: walk, paths: &paths, rootDepthOne: rootDepthOne, refused: refused)
             case .rootDepthOne: rootDepthOne.runIfWaiting { try propfind(.root, depth: "1", easy: easy, walk: walk) ?? [] }
             case .head: return
             }
@@ -67,7 +67,8 @@ struct WebDAVLister: Sendable {
         return Listing(builder: builder, infinityRefused: refused.value.withLock { $0 })
     }
 
-    private func list(_ folder: RelativePath, easy: CurlEasy, walk: ListingWalk.Scope, rootDepthOne: RootDepthOne, refused: InfinityAnswer) throws {
+    private func list(_ folder: RelativePath, easy: CurlEasy, walk: ListingWalk.Scope, paths: inout PathArena,
+                      rootDepthOne: RootDepthOne, refused: InfinityAnswer) throws {
         let responses: [MultistatusParser.Response]
         if folder.isRoot, infinityRefused {
             responses = try propfind(.root, depth: "1", easy: easy, walk: walk) ?? []
@@ -75,7 +76,7 @@ struct WebDAVLister: Sendable {
             walk.push(.rootDepthOne)
             if let all = try propfind(.root, depth: "infinity", easy: easy, walk: walk) {
                 rootDepthOne.drop()
-                let folders = try take(all, in: .root, infinite: true, walk: walk)
+                let folders = try take(all, in: .root, infinite: true, walk: walk, paths: &paths)
                 // A server that quietly answers infinity with depth 1 would hide the tree's deeper levels: when
                 // nothing deeper than the root's children came back, list those subfolders one by one.
                 if !folders.isEmpty, !folders.contains(where: { $0.depth > 1 }), !responsesGoDeeper(all) {
@@ -88,7 +89,7 @@ struct WebDAVLister: Sendable {
         } else {
             responses = try propfind(folder, depth: "1", easy: easy, walk: walk) ?? []
         }
-        for subfolder in try take(responses, in: folder, infinite: false, walk: walk) { walk.push(.folder(subfolder)) }
+        for subfolder in try take(responses, in: folder, infinite: false, walk: walk, paths: &paths) { walk.push(.folder(subfolder)) }
     }
 
     private func responsesGoDeeper(_ responses: [MultistatusParser.Response]) -> Bool {
@@ -134,7 +135,8 @@ struct WebDAVLister: Sendable {
     }
 
     /// Turns responses into entries (added to `walk`) and returns the subfolders found.
-    private func take(_ responses: [MultistatusParser.Response], in folder: RelativePath, infinite: Bool, walk: ListingWalk.Scope) throws -> [RelativePath] {
+    private func take(_ responses: [MultistatusParser.Response], in folder: RelativePath, infinite: Bool, walk: ListingWalk.Scope,
+                      paths: inout PathArena) throws -> [RelativePath] {
         let url = client.urls.url(for: folder, folder: true)
         let folderNames = folder.components.map(Array.init)
         var entries: [Entry] = []
@@ -171,14 +173,16 @@ struct WebDAVLister: Sendable {
             var excluded = false
             var invalid = false
             for (index, name) in names[folderNames.count...].enumerated() {
+                let isLast = folderNames.count + index == names.count - 1
                 do {
-                    path = try path.appending(name: name)
+                    // The entry's own path in the arena; a folder above it (named by a `Depth: infinity` answer)
+                    // is made only to be checked, and its own response gives it a path of its own.
+                    path = isLast ? try path.appending(name: name, in: &paths) : try path.appending(name: name)
                 } catch {
                     issues.append(ListingIssue(path: RelativePath.display(Array(names.joined(separator: [UInt8(ascii: "/")]))), kind: .skipped("\(error)")))
                     invalid = true
                     break
                 }
-                let isLast = folderNames.count + index == names.count - 1
                 if !exclude.isEmpty, exclude.excludes(path, isFolder: !isLast || response.isCollection) {
                     excluded = true
                     break

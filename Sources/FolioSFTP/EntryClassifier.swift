@@ -32,26 +32,36 @@ struct EntryClassifier: Sendable {
             if name == [UInt8(ascii: ".")] || name == [UInt8(ascii: "."), UInt8(ascii: ".")] { continue }
             let path: RelativePath
             do { path = try job.path.appending(name: name) } catch {
-                out.issues.append(Self.nameIssue(parent: job.path, name: name, error))
+                out.found.note(Self.nameIssue(parent: job.path, name: name, error))
                 continue
             }
-            let remote = Self.joined(job.remote, name)
             let mtime = attributes.mtime.map { FileTime(seconds: $0) } ?? .unknown
-            if try add(path, remote: remote, kind: attributes.kind, size: attributes.size ?? 0, mtime: mtime, precision: .second,
-                       containing: job, session, into: &out) {
-                out.folders.append(FolderJob(path: path, remote: remote, chain: job.chain))
+            switch Self.admit(path, kind: attributes.kind, size: attributes.size ?? 0, mtime: mtime, precision: .second, options: options, into: &out) {
+            case .done: break
+            case .descend: out.folders.append(FolderJob(path: path, remote: Self.joined(job.remote, name), chain: job.chain))
+            case .follow: try follow(path, remote: Self.joined(job.remote, name), containing: job, session, into: &out)
             }
         }
         return out
     }
 
-    /// Classifies an exec listing; nil when a record's folder was never listed (the output cannot be trusted).
-    func classify(_ records: [ExecListing.Record], _ session: SSHSession) throws(SourceError) -> FolderListing? {
-        var out = FolderListing()
-        var folders: [[UInt8]: RelativePath] = [:]
-        var pruned = Set<[UInt8]>()
-        var paths = PathArena()
-        for record in records {
+    /// Classifies an exec listing's records as they arrive (`ExecListing.run`), following links once the listing
+    /// is whole: the session's channel is busy with it until then.
+    struct ExecTree {
+        let options: ListingOptions
+        private var out = FolderListing()
+        /// The folders listed and descended into, by their raw path below the root.
+        private var folders: [[UInt8]: RelativePath] = [:]
+        /// Folders whose contents stay out (excluded, or a name that cannot be mirrored).
+        private var pruned = Set<[UInt8]>()
+        private var paths = PathArena()
+        /// Links to follow at the end: each one's path, and its raw path and parent's below the root.
+        private var links: [(path: RelativePath, raw: [UInt8], parent: [UInt8])] = []
+
+        init(options: ListingOptions) { self.options = options }
+
+        /// Takes one record; false when its folder was never listed (the output cannot be trusted).
+        mutating func take(_ record: ExecListing.Record) -> Bool {
             let slash = record.path.lastIndex(of: UInt8(ascii: "/"))
             let parentRaw = slash.map { Array(record.path[..<$0]) } ?? []
             let name = slash.map { record.path[($0 + 1)...] } ?? record.path
@@ -63,15 +73,15 @@ struct EntryClassifier: Sendable {
                 parent = known
             } else if pruned.contains(parentRaw) {
                 if isFolder { pruned.insert(Array(record.path)) }
-                continue
+                return true
             } else {
-                return nil
+                return false
             }
             let path: RelativePath
             do { path = try parent.appending(name: name, in: &paths) } catch {
-                out.issues.append(Self.nameIssue(parent: parent, name: Array(name), error))
+                out.found.note(EntryClassifier.nameIssue(parent: parent, name: Array(name), error))
                 if isFolder { pruned.insert(Array(record.path)) }
-                continue
+                return true
             }
             let kind: RemoteAttributes.Kind = switch record.type {
             case UInt8(ascii: "f"): .file
@@ -79,46 +89,62 @@ struct EntryClassifier: Sendable {
             case UInt8(ascii: "l"): .symlink
             default: .special
             }
-            let containing = FolderJob(path: parent, remote: parentRaw.isEmpty ? realRoot : Self.joined(realRoot, parentRaw), chain: [])
-            let descend = try add(path, remote: Self.joined(realRoot, record.path), kind: kind, size: isFolder ? 0 : record.size,
-                                  mtime: record.mtime, precision: .nanosecond, containing: containing, session, into: &out)
-            if descend { folders[Array(record.path)] = path } else if isFolder { pruned.insert(Array(record.path)) }
+            switch EntryClassifier.admit(path, kind: kind, size: isFolder ? 0 : record.size, mtime: record.mtime, precision: .nanosecond,
+                                         options: options, into: &out) {
+            case .descend: folders[Array(record.path)] = path
+            case .follow: links.append((path, Array(record.path), parentRaw))
+            case .done: if isFolder { pruned.insert(Array(record.path)) }
+            }
+            return true
         }
-        return out
+
+        /// The listing, once every record was taken: the links followed over `session`, with the root's real path.
+        mutating func finish(realRoot: [UInt8], _ session: SSHSession) throws(SourceError) -> FolderListing {
+            let classifier = EntryClassifier(realRoot: realRoot, options: options)
+            for link in links {
+                let containing = FolderJob(path: link.path.parent ?? .root, remote: link.parent.isEmpty ? realRoot : EntryClassifier.joined(realRoot, link.parent), chain: [])
+                try classifier.follow(link.path, remote: EntryClassifier.joined(realRoot, link.raw), containing: containing, session, into: &out)
+            }
+            links = []
+            return out
+        }
     }
 
-    /// Adds one listed item; returns true for a folder whose contents belong in the listing.
-    private func add(_ path: RelativePath, remote: @autoclosure () -> [UInt8], kind: RemoteAttributes.Kind, size: Int64, mtime: FileTime,
-                     precision: TimePrecision, containing: @autoclosure () -> FolderJob, _ session: SSHSession,
-                     into out: inout FolderListing) throws(SourceError) -> Bool {
+    /// What to do next with an item `admit` took in (or left out).
+    enum Admission { case done, descend, follow }
+
+    /// Adds one listed item: a file or folder as an entry unless excluded, a link (when skipped) or special as an
+    /// issue. A folder whose contents belong in the listing is to be descended into, a link under
+    /// `symlinks = "follow"` to be followed.
+    static func admit(_ path: RelativePath, kind: RemoteAttributes.Kind, size: Int64, mtime: FileTime, precision: TimePrecision,
+                      options: ListingOptions, into out: inout FolderListing) -> Admission {
         switch kind {
         case .file:
             if !options.exclude.excludes(path, isFolder: false) {
-                out.entries.append(Entry(path: path, kind: .file, size: size, mtime: mtime, precision: precision))
+                out.found.append(Entry(path: path, kind: .file, size: size, mtime: mtime, precision: precision))
             }
-            return false
+            return .done
         case .folder:
-            if options.exclude.excludes(path, isFolder: true) { return false }
-            out.entries.append(Entry(path: path, kind: .folder, mtime: mtime, precision: precision))
-            return true
+            if options.exclude.excludes(path, isFolder: true) { return .done }
+            out.found.append(Entry(path: path, kind: .folder, mtime: mtime, precision: precision))
+            return .descend
         case .symlink:
-            if options.symlinks == .follow {
-                try follow(path, remote: remote(), containing: containing(), session, into: &out)
-            } else if !options.exclude.excludes(path, isFolder: false) {
-                out.issues.append(ListingIssue(path: path.description, kind: .skipped("symbolic link (symlinks = \"skip\")")))
+            if options.symlinks == .follow { return .follow }
+            if !options.exclude.excludes(path, isFolder: false) {
+                out.found.note(ListingIssue(path: path.description, kind: .skipped("symbolic link (symlinks = \"skip\")")))
             }
-            return false
+            return .done
         case .special, .unknown:
             if !options.exclude.excludes(path, isFolder: false) {
-                out.issues.append(ListingIssue(path: path.description, kind: .skipped("not a regular file, folder or link (FIFO, socket or device)")))
+                out.found.note(ListingIssue(path: path.description, kind: .skipped("not a regular file, folder or link (FIFO, socket or device)")))
             }
-            return false
+            return .done
         }
     }
 
     /// Follows a symlink only when the server's realpath of it lies inside the root; a folder it leads to is
     /// listed by readdir under the link's path, unless it contains the link (a loop).
-    private func follow(_ path: RelativePath, remote: [UInt8], containing job: FolderJob, _ session: SSHSession, into out: inout FolderListing) throws(SourceError) {
+    func follow(_ path: RelativePath, remote: [UInt8], containing job: FolderJob, _ session: SSHSession, into out: inout FolderListing) throws(SourceError) {
         let real: [UInt8]
         do {
             real = try session.realpath(remote)
@@ -127,7 +153,7 @@ struct EntryClassifier: Sendable {
             return
         }
         guard Self.isWithin(real, realRoot) else {
-            out.issues.append(.linkLeadsNowhere(path))
+            out.found.note(.linkLeadsNowhere(path))
             return
         }
         let attributes: RemoteAttributes
@@ -141,18 +167,18 @@ struct EntryClassifier: Sendable {
         switch attributes.kind {
         case .file:
             if !options.exclude.excludes(path, isFolder: false) {
-                out.entries.append(Entry(path: path, kind: .file, size: attributes.size ?? 0, mtime: mtime, precision: .second))
+                out.found.append(Entry(path: path, kind: .file, size: attributes.size ?? 0, mtime: mtime, precision: .second))
             }
         case .folder:
             if options.exclude.excludes(path, isFolder: true) { return }
             if Self.isWithin(job.remote, real) || job.chain.contains(where: { Self.isWithin($0, real) }) {
-                out.issues.append(ListingIssue(path: path.description, kind: .skipped("symbolic link loop")))
+                out.found.note(ListingIssue(path: path.description, kind: .skipped("symbolic link loop")))
                 return
             }
-            out.entries.append(Entry(path: path, kind: .folder, mtime: mtime, precision: .second))
+            out.found.append(Entry(path: path, kind: .folder, mtime: mtime, precision: .second))
             out.folders.append(FolderJob(path: path, remote: real, chain: job.chain + [real]))
         default:
-            out.issues.append(ListingIssue(path: path.description, kind: .skipped("not a regular file, folder or link (FIFO, socket or device)")))
+            out.found.note(ListingIssue(path: path.description, kind: .skipped("not a regular file, folder or link (FIFO, socket or device)")))
         }
     }
 
@@ -161,11 +187,11 @@ struct EntryClassifier: Sendable {
     private func unresolved(_ path: RelativePath, remote: [UInt8], _ error: LibSSH2Error?, _ session: SSHSession, into out: inout FolderListing) throws(SourceError) {
         if let error, error.isConnectionLoss { throw session.sourceError(error, doing: "resolving the link", remote: remote) }
         if let error, error.isNoSuchFile {
-            out.issues.append(.linkLeadsNowhere(path))
+            out.found.note(.linkLeadsNowhere(path))
             return
         }
         if options.exclude.excludes(path, isFolder: false), options.exclude.excludes(path, isFolder: true) { return }
-        out.issues.append(.unresolvedLink(path, reason: error.map(Self.reason) ?? "the server did not say why"))
+        out.found.note(.unresolvedLink(path, reason: error.map(Self.reason) ?? "the server did not say why"))
     }
 
     /// Whether `path` is `folder` or lies below it (both real, absolute server paths).

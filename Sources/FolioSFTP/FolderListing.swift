@@ -9,15 +9,18 @@ struct FolderJob: Sendable {
     var chain: [[UInt8]]
 }
 
-/// What listing one folder (or the exec pass) found: entries, issues, and folders to list next.
+/// What listing one folder (or the exec pass) found: entries and issues, and folders to list next.
 struct FolderListing: Sendable {
-    var entries: [Entry] = []
-    var issues: [ListingIssue] = []
+    /// The entries and issues, gathered as the snapshot's (see `SnapshotBuilder` for why in chunks).
+    var found = SnapshotBuilder()
     var folders: [FolderJob] = []
 
+    init() {}
+
+    init(issues: [ListingIssue]) { found.note(contentsOf: issues) }
+
     mutating func merge(_ other: FolderListing) {
-        entries.append(contentsOf: other.entries)
-        issues.append(contentsOf: other.issues)
+        found.merge(other.found)
         folders.append(contentsOf: other.folders)
     }
 }

@@ -82,8 +82,7 @@ struct SFTPLister: Sendable {
         let classifier = EntryClassifier(realRoot: realRoot, options: options)
         if method != .sessionReaddirOnly, !pipeFailed, !pending.isEmpty,
            let walked = try await workers[0].run({ [pending] session in try Self.pipeListing(pending, session, classifier) }) {
-            listing.entries.append(contentsOf: walked.entries)
-            listing.issues.append(contentsOf: walked.issues)
+            listing.found.merge(walked.found)
             pending = []
         }
         // Readdir over libssh2's SFTP, breadth first, where the pipe could not be used: each level's folders are
@@ -128,14 +127,10 @@ struct SFTPLister: Sendable {
                 for index in refused.sorted(by: >) { workers.remove(at: index) }
                 mostSessions = workers.count
             }
-            listing.entries.append(contentsOf: level.entries)
-            listing.issues.append(contentsOf: level.issues)
+            listing.found.merge(level.found)
             pending = level.folders
         }
-        var builder = SnapshotBuilder(reservingCapacity: listing.entries.count)
-        for entry in listing.entries { builder.append(entry) }
-        builder.note(contentsOf: listing.issues)
-        var snapshot = builder.finish()
+        var snapshot = listing.found.finish()
         snapshot.memo = memo.text
         return snapshot
     }
@@ -224,8 +219,7 @@ struct SFTPLister: Sendable {
             var listing = FolderListing()
             try SFTPFolderWalk.walk(jobs, over: pipe) { job, listed in
                 let found = try classifier.classify(job, listed, session)
-                listing.entries.append(contentsOf: found.entries)
-                listing.issues.append(contentsOf: found.issues)
+                listing.found.merge(found.found)
                 return found.folders
             }
             return listing
@@ -269,8 +263,10 @@ struct SFTPLister: Sendable {
     static func execListing(_ session: SSHSession, _ endpoint: SFTPEndpoint, _ options: ListingOptions, tarBatch: TarBatch) throws(SourceError) -> ExecAttempt {
         let root = endpoint.remotePath(.root)
         let outcome: ExecListing.Outcome
+        var tree = EntryClassifier.ExecTree(options: options)
         do {
-            outcome = try ExecListing.run(on: session, root: root, then: tarBatch.isAvailable ? TarBatch.tarCommand : nil, limit: execOutputLimit)
+            outcome = try ExecListing.run(on: session, root: root, then: tarBatch.isAvailable ? TarBatch.tarCommand : nil,
+                                          limit: execOutputLimit) { tree.take($0) }
         } catch {
             if error.isConnectionLoss { throw session.sourceError(error, doing: "listing", remote: root) }
             return .notListed
@@ -281,9 +277,8 @@ struct SFTPLister: Sendable {
             return .noCommands
         case .notListed:
             return .notListed
-        case .listed(let realRoot, let records):
-            guard let listing = try EntryClassifier(realRoot: realRoot, options: options).classify(records, session) else { return .notListed }
-            return .listed(realRoot: realRoot, listing: listing)
+        case .listed(let realRoot):
+            return .listed(realRoot: realRoot, listing: try tree.finish(realRoot: realRoot, session))
         }
     }
 }

@@ -24,6 +24,8 @@ struct Folio: AsyncParsableCommand {
     static func main() async {
         // First, before any listing: big arrays must go back to the system when freed (see the shim for why).
         _ = folio_return_large_blocks_to_system()
+        // Before any thread starts too: an arena is given to a thread at its first allocation.
+        _ = folio_limit_malloc_arenas(2)
         // Also first, while main is the only thread (see the shim; Swift's async main gets here on the process's
         // own thread before any other starts: strace shows the F_DUPFD before the first clone3). An
         // optimisation, so a failure changes nothing.

@@ -86,6 +86,28 @@ final class RelativePathTests: XCTestCase {
         XCTAssertEqual(pairs, [[nfd.description, nfc.description], [nfd.description, mixed.description]])
     }
 
+    func testABuilderOfManyChunksAndMergedSharesFinishesAsOneSortedSnapshot() throws {
+        // More entries than several chunks hold, appended out of order, with folders' own builders merged in (as
+        // SFTP's readdir levels and its exec listing do), one path listed twice.
+        let count = SnapshotBuilder.chunkSize * 2 + 123
+        let paths = try (0..<count).map { try RelativePath(validating: String(format: "f%06d", $0)) }
+        var builder = SnapshotBuilder(reservingCapacity: 10)
+        for index in (0..<count).reversed() where index % 2 == 1 {
+            builder.append(Entry(path: paths[index], kind: .file, size: Int64(index), mtime: FileTime(seconds: 1)))
+        }
+        var folder = SnapshotBuilder()
+        for index in stride(from: 0, to: count, by: 2) {
+            folder.append(Entry(path: paths[index], kind: .file, size: Int64(index), mtime: FileTime(seconds: 1)))
+        }
+        folder.append(Entry(path: paths[7], kind: .file, size: -1, mtime: FileTime(seconds: 1)))
+        builder.merge(folder)
+        let snapshot = builder.finish()
+        XCTAssertEqual(snapshot.entries.count, count)
+        XCTAssertTrue(snapshot.entries.map(\.path) == paths, "in path order")
+        XCTAssertTrue(snapshot.entries.map(\.size) == (0..<count).map(Int64.init), "each path's first listing kept")
+        XCTAssertEqual(snapshot.issues.map(\.path), [paths[7].description])
+    }
+
     func testTimesCompareAtTheCoarserPrecision() {
         let exact = FileTime(seconds: 100, nanoseconds: 999_999_999)
         XCTAssertTrue(FileTime.equal(exact, .nanosecond, FileTime(seconds: 100), .second))

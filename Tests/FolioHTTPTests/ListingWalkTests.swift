@@ -14,7 +14,7 @@ final class ListingWalkTests: XCTestCase {
         let handles = Mutex<Set<ObjectIdentifier>>([])
         let folders = try (0..<24).map { try RelativePath(validating: "folder \($0)") }
         let workers = ListingWalk.Workers(most: 16, near: 4, roundTrip: { roundTrip })
-        _ = try await ListingWalk.run(workers: workers, root: .folder(.root)) { job, easy, walk in
+        _ = try await ListingWalk.run(workers: workers, root: .folder(.root)) { job, easy, walk, _ in
             handles.withLock { _ = $0.insert(ObjectIdentifier(easy)) }
             if case .folder(let folder) = job, folder.isRoot { folders.forEach { walk.push(.folder($0)) } }
             Thread.sleep(forTimeInterval: 0.002)
@@ -53,7 +53,7 @@ final class ListingWalkTests: XCTestCase {
         let listed = Mutex<[String: Int]>([:])
         let knownPaths = try known.map { try RelativePath(validating: $0) }
         let builder = try await ListingWalk.run(workers: ListingWalk.Workers(most: workers, near: workers, roundTrip: { nil }),
-                                                root: .folder(.root), known: knownPaths) { job, _, walk in
+                                                root: .folder(.root), known: knownPaths) { job, _, walk, _ in
             guard case .folder(let folder) = job else { return }
             let name = folder.description
             before(name)

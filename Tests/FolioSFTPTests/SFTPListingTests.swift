@@ -385,34 +385,58 @@ final class SFTPListingTests: SFTPTestCase {
     func testExecListingParserRefusesTruncatedOrMalformedOutput() {
         let body = "f\u{0}6\u{0}1600000000.1234567890\u{0}a.txt\u{0}d\u{0}4096\u{0}1600000001.0000000000\u{0}dir\u{0}folio-listing-end\u{0}"
         let good = Array("/srv/my tree\n\u{0}\(body)".utf8)
-        let parsed = ExecListing.parse(good)
+        let parsed = Self.parse(good)
         XCTAssertEqual(parsed.map { String(decoding: $0.realRoot, as: UTF8.self) }, "/srv/my tree")
         let records = parsed?.records
         XCTAssertEqual(records?.count, 2)
         XCTAssertEqual(records?.first?.mtime, FileTime(seconds: 1_600_000_000, nanoseconds: 123_456_789))
-        XCTAssertEqual(records.map { $0.map { String(decoding: $0.path, as: UTF8.self) } }, ["a.txt", "dir"])
-        XCTAssertNil(ExecListing.parse(Array(good.prefix(good.count - 5))), "cut inside the end marker")
-        XCTAssertNil(ExecListing.parse(Array(good.prefix(30))), "cut inside a record")
-        XCTAssertNil(ExecListing.parse(Array(body.utf8)), "no root line")
-        XCTAssertNil(ExecListing.parse(Array("srv\n\u{0}\(body)".utf8)), "a root that is not absolute")
-        XCTAssertNil(ExecListing.parse(Array("/srv\n\u{0}f\u{0}six\u{0}1\u{0}a\u{0}folio-listing-end\u{0}".utf8)), "bad size")
-        XCTAssertNil(ExecListing.parse(Array("/srv\n\u{0}f\u{0}6\u{0}1\u{0}/etc/passwd\u{0}folio-listing-end\u{0}".utf8)), "absolute path")
-        XCTAssertNil(ExecListing.parse([]), "nothing at all (exec refused, or the root cannot be entered)")
-        let farOff = ExecListing.parse(Array("/srv\n\u{0}f\u{0}6\u{0}99999999999.5\u{0}a\u{0}f\u{0}6\u{0}-99999999999.5\u{0}b\u{0}folio-listing-end\u{0}".utf8))
+        XCTAssertEqual(records.map { $0.map(\.path) }, ["a.txt", "dir"])
+        // The output arrives in reads of any size: a record or the root's line cut between two is read whole.
+        for size in [1, 2, 3, 7, 16, 33] {
+            XCTAssertEqual(Self.parse(good, readsOf: size)?.records.map(\.path), ["a.txt", "dir"], "reads of \(size) bytes")
+        }
+        XCTAssertNil(Self.parse(Array(good.prefix(good.count - 5))), "cut inside the end marker")
+        XCTAssertNil(Self.parse(Array(good.prefix(30))), "cut inside a record")
+        XCTAssertNil(Self.parse(Array(body.utf8)), "no root line")
+        XCTAssertNil(Self.parse(Array("srv\n\u{0}\(body)".utf8)), "a root that is not absolute")
+        XCTAssertNil(Self.parse(Array("/srv\n\u{0}f\u{0}six\u{0}1\u{0}a\u{0}folio-listing-end\u{0}".utf8)), "bad size")
+        XCTAssertNil(Self.parse(Array("/srv\n\u{0}f\u{0}6\u{0}1\u{0}/etc/passwd\u{0}folio-listing-end\u{0}".utf8)), "absolute path")
+        XCTAssertNil(Self.parse(Array("/srv\n\u{0}ff\u{0}6\u{0}1\u{0}a\u{0}folio-listing-end\u{0}".utf8)), "a type of two letters")
+        XCTAssertNil(Self.parse(good + Array("f\u{0}".utf8)), "bytes after the end marker")
+        XCTAssertNil(Self.parse([]), "nothing at all (exec refused, or the root cannot be entered)")
+        let farOff = Self.parse(Array("/srv\n\u{0}f\u{0}6\u{0}99999999999.5\u{0}a\u{0}f\u{0}6\u{0}-99999999999.5\u{0}b\u{0}folio-listing-end\u{0}".utf8))
         XCTAssertEqual(farOff?.records.map(\.mtime), [.latest, .earliest], "times past 2262 or before 1677 are held at the nearest end")
-        let before1970 = ExecListing.parse(Array("/srv\n\u{0}f\u{0}6\u{0}-31536000.5000000000\u{0}a\u{0}folio-listing-end\u{0}".utf8))
+        let before1970 = Self.parse(Array("/srv\n\u{0}f\u{0}6\u{0}-31536000.5000000000\u{0}a\u{0}folio-listing-end\u{0}".utf8))
         XCTAssertEqual(before1970?.records.first?.mtime, FileTime(seconds: -31_536_000, nanoseconds: 500_000_000),
                        "find prints a timespec's two parts: half a second after -31536000, not before")
+        var refusing = ExecListing.Parser()
+        XCTAssertFalse(refusing.read(good) { $0.path.elementsEqual("dir".utf8) == false }, "a record the caller refuses ends the parse")
 
         // The listing stops reading at the end marker when tar waits after it. A file named like the marker,
         // listed last, ends the output the same way: the parser tells the two apart.
-        XCTAssertTrue(ExecListing.endsWithMarker(good))
-        XCTAssertFalse(ExecListing.endsWithMarker(Array(good.dropLast())))
         let lookalike = Array("/srv\n\u{0}f\u{0}6\u{0}1\u{0}folio-listing-end\u{0}".utf8)
-        XCTAssertTrue(ExecListing.endsWithMarker(lookalike))
-        XCTAssertNil(ExecListing.parse(lookalike), "a file named like the marker is not the end")
-        XCTAssertEqual(ExecListing.parse(lookalike + Array("folio-listing-end\u{0}".utf8))?.records.map { String(decoding: $0.path, as: UTF8.self) },
-                       ["folio-listing-end"])
+        var parser = ExecListing.Parser()
+        XCTAssertTrue(parser.read(lookalike) { _ in true })
+        XCTAssertFalse(parser.ended, "a file named like the marker is not the end")
+        XCTAssertTrue(parser.read(Array("folio-listing-end\u{0}".utf8)) { $0.path.isEmpty })
+        XCTAssertTrue(parser.ended)
+        XCTAssertNil(Self.parse(lookalike), "a file named like the marker is not the end")
+        XCTAssertEqual(Self.parse(lookalike + Array("folio-listing-end\u{0}".utf8))?.records.map(\.path), ["folio-listing-end"])
+    }
+
+    /// What the exec listing's parser makes of `output` read `size` bytes at a time: the root and each record (its
+    /// path as text), or nil when it is not a whole, well-formed listing.
+    private static func parse(_ output: [UInt8], readsOf size: Int = 256 << 10) -> (realRoot: [UInt8], records: [(path: String, mtime: FileTime)])? {
+        var parser = ExecListing.Parser()
+        var records: [(path: String, mtime: FileTime)] = []
+        var start = 0
+        while start < output.count {
+            let end = min(output.count, start + size)
+            guard parser.read(output[start..<end], { records.append((String(decoding: $0.path, as: UTF8.self), $0.mtime)); return true }) else { return nil }
+            start = end
+        }
+        guard parser.ended, let root = parser.realRoot else { return nil }
+        return (root, records)
     }
 
     /// A server that logs in the unprivileged user folio-test (root reads everything), or nil, failing the test,
