@@ -40,6 +40,11 @@ public struct Entry: Hashable, Sendable {
         set { tokens = EntryTokens.make(validator: validator, checksum: newValue) }
     }
 
+    /// The largest file size a listing may give: 1 PiB, more than any filesystem a server runs holds in one file.
+    /// A bigger or negative size is the listing's error (a hostile or broken server), not a file to fetch: sums of
+    /// sizes stay far from overflowing, and no file is planned that no disk can take.
+    public static let maximumFileSize: Int64 = 1 << 50
+
     /// Creates an entry from what a listing says; `size` stays 0 for folders.
     public init(
         path: RelativePath, kind: Kind, size: Int64 = 0, mtime: FileTime, precision: TimePrecision = .nanosecond,

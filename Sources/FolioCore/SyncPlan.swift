@@ -94,7 +94,13 @@ public struct SyncPlan: Sendable {
     }
 
     /// The downloads' total size in bytes (whole files, resumed ones included).
-    public var downloadBytes: Int64 { downloads.reduce(0) { $0 + $1.entry.size } }
+    public var downloadBytes: Int64 {
+        // Held at Int64.max: each size is at most `Entry.maximumFileSize`, but thousands of them need not be.
+        downloads.reduce(0) { total, download in
+            let (sum, overflow) = total.addingReportingOverflow(download.entry.size)
+            return overflow ? .max : sum
+        }
+    }
 }
 
 extension SyncPlan.Download {

@@ -36,7 +36,7 @@ struct EntryClassifier: Sendable {
                 continue
             }
             let mtime = attributes.mtime.map { FileTime(seconds: $0) } ?? .unknown
-            switch Self.admit(path, kind: attributes.kind, size: attributes.size ?? 0, mtime: mtime, precision: .second, options: options, into: &out) {
+            switch Self.admit(path, kind: attributes.kind, size: attributes.size, mtime: mtime, precision: .second, options: options, into: &out) {
             case .done: break
             case .descend: out.folders.append(FolderJob(path: path, remote: Self.joined(job.remote, name), chain: job.chain))
             case .follow: try follow(path, remote: Self.joined(job.remote, name), containing: job, session, into: &out)
@@ -116,13 +116,11 @@ struct EntryClassifier: Sendable {
     /// Adds one listed item: a file or folder as an entry unless excluded, a link (when skipped) or special as an
     /// issue. A folder whose contents belong in the listing is to be descended into, a link under
     /// `symlinks = "follow"` to be followed.
-    static func admit(_ path: RelativePath, kind: RemoteAttributes.Kind, size: Int64, mtime: FileTime, precision: TimePrecision,
+    static func admit(_ path: RelativePath, kind: RemoteAttributes.Kind, size: Int64?, mtime: FileTime, precision: TimePrecision,
                       options: ListingOptions, into out: inout FolderListing) -> Admission {
         switch kind {
         case .file:
-            if !options.exclude.excludes(path, isFolder: false) {
-                out.found.append(Entry(path: path, kind: .file, size: size, mtime: mtime, precision: precision))
-            }
+            if !options.exclude.excludes(path, isFolder: false) { admitFile(path, size: size, mtime: mtime, precision: precision, into: &out) }
             return .done
         case .folder:
             if options.exclude.excludes(path, isFolder: true) { return .done }
@@ -140,6 +138,16 @@ struct EntryClassifier: Sendable {
             }
             return .done
         }
+    }
+
+    /// A file as an entry; one the server gave no size for is unreadable, as its contents cannot be checked (taken as
+    /// empty, a 10-byte file was installed empty and then "unchanged" run after run).
+    private static func admitFile(_ path: RelativePath, size: Int64?, mtime: FileTime, precision: TimePrecision, into out: inout FolderListing) {
+        guard let size else {
+            out.found.note(ListingIssue(path: path.description, kind: .unreadable("the server gave no size for it")))
+            return
+        }
+        out.found.append(Entry(path: path, kind: .file, size: size, mtime: mtime, precision: precision))
     }
 
     /// Follows a symlink only when the server's realpath of it lies inside the root; a folder it leads to is
@@ -166,9 +174,7 @@ struct EntryClassifier: Sendable {
         let mtime = attributes.mtime.map { FileTime(seconds: $0) } ?? .unknown
         switch attributes.kind {
         case .file:
-            if !options.exclude.excludes(path, isFolder: false) {
-                out.found.append(Entry(path: path, kind: .file, size: attributes.size ?? 0, mtime: mtime, precision: .second))
-            }
+            if !options.exclude.excludes(path, isFolder: false) { Self.admitFile(path, size: attributes.size, mtime: mtime, precision: .second, into: &out) }
         case .folder:
             if options.exclude.excludes(path, isFolder: true) { return }
             if Self.isWithin(job.remote, real) || job.chain.contains(where: { Self.isWithin($0, real) }) {

@@ -1,3 +1,5 @@
+import FolioCore
+
 /// Reads a tar stream (GNU and POSIX ustar headers, GNU long names) as it arrives, chunk by chunk, without
 /// holding more than one 512-byte header in memory.
 ///
@@ -92,7 +94,9 @@ struct TarReader {
         }
         guard let stored = Self.number(header[148..<156]), stored == Self.checksum(header) else { throw Malformed() }
         sawValidBlock = true
-        guard let size = Self.number(header[124..<136]), size >= 0, let mtime = Self.number(header[136..<148]) else { throw Malformed() }
+        // A size past `Entry.maximumFileSize` is no member Folio asked for, and its padding would overflow.
+        guard let size = Self.number(header[124..<136]), (0...Entry.maximumFileSize).contains(size),
+              let mtime = Self.number(header[136..<148]) else { throw Malformed() }
         let padding = (512 - size % 512) % 512
         let type = header[156]
         switch type {

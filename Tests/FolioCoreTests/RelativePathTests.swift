@@ -108,6 +108,25 @@ final class RelativePathTests: XCTestCase {
         XCTAssertEqual(snapshot.issues.map(\.path), [paths[7].description])
     }
 
+    /// A file of a negative size or one past `Entry.maximumFileSize` (a hostile server's listing) is unreadable,
+    /// not planned: their sum overflowed, and the run crashed.
+    func testAFileOfAnImpossibleSizeIsUnreadable() throws {
+        var builder = SnapshotBuilder()
+        for (name, size) in [("ok", Int64(12)), ("negative", -5), ("huge", .max), ("largest", Entry.maximumFileSize)] {
+            builder.append(Entry(path: try RelativePath(validating: name), kind: .file, size: size, mtime: FileTime(seconds: 1)))
+        }
+        let snapshot = builder.finish()
+        XCTAssertEqual(snapshot.entries.map(\.path.description), ["largest", "ok"])
+        XCTAssertEqual(snapshot.issues.map(\.description), [
+            "cannot list huge: the source gave it an impossible size (9223372036854775807 bytes)",
+            "cannot list negative: the source gave it an impossible size (-5 bytes)",
+        ])
+        XCTAssertFalse(snapshot.isComplete, "nothing is removed on a listing that holds one")
+        var plan = SyncPlan()
+        plan.downloads = (0..<8_200).map { _ in SyncPlan.Download(entry: snapshot.entries[0]) }
+        XCTAssertEqual(plan.downloadBytes, .max, "a total past Int64 is held there")
+    }
+
     func testTimesCompareAtTheCoarserPrecision() {
         let exact = FileTime(seconds: 100, nanoseconds: 999_999_999)
         XCTAssertTrue(FileTime.equal(exact, .nanosecond, FileTime(seconds: 100), .second))

@@ -382,6 +382,18 @@ final class SFTPListingTests: SFTPTestCase {
         XCTAssertGreaterThan(ContinuousClock.now - started, .seconds(6), "the listing went through the slow find")
     }
 
+    /// A file the server lists without a size is unreadable: taken as empty, a 10-byte file was installed empty
+    /// and then "unchanged" on every run.
+    func testAFileListedWithoutASizeIsUnreadable() throws {
+        var listing = FolderListing()
+        let path = try RelativePath(validating: "nosz.txt")
+        XCTAssertEqual(EntryClassifier.admit(path, kind: .file, size: nil, mtime: FileTime(seconds: 1), precision: .second, options: ListingOptions(), into: &listing), .done)
+        let snapshot = listing.found.finish()
+        XCTAssertEqual(snapshot.entries.map(\.path), [])
+        XCTAssertEqual(snapshot.issues.map(\.description), ["cannot list nosz.txt: the server gave no size for it"])
+        XCTAssertFalse(snapshot.isComplete)
+    }
+
     func testExecListingParserRefusesTruncatedOrMalformedOutput() {
         let body = "f\u{0}6\u{0}1600000000.1234567890\u{0}a.txt\u{0}d\u{0}4096\u{0}1600000001.0000000000\u{0}dir\u{0}folio-listing-end\u{0}"
         let good = Array("/srv/my tree\n\u{0}\(body)".utf8)

@@ -182,4 +182,23 @@ final class TarBatchTests: SFTPTestCase {
         XCTAssertTrue(cut.sawValidBlock)
         XCTAssertFalse(cut.isFinished, "a cut stream is never taken as complete")
     }
+
+    /// A header whose size no file has (a hostile server's tar) is malformed: its size and padding overflowed, and
+    /// the run crashed.
+    func testAHeaderOfAnImpossibleSizeIsRefused() {
+        var header = [UInt8](repeating: 0, count: 512)
+        header.replaceSubrange(0..<5, with: Array("x.txt".utf8))
+        // GNU's base-256 form: the high bit of the first byte, then the value big-endian.
+        header[124] = 0x80
+        let size = UInt64(Int64.max - 10)
+        for index in 0..<8 { header[135 - index] = UInt8(truncatingIfNeeded: size >> (8 * UInt64(index))) }
+        header.replaceSubrange(136..<148, with: Array("00000000001\u{0}".utf8))
+        header[156] = UInt8(ascii: "x")
+        let sum = header.enumerated().reduce(0) { $0 + ((148..<156).contains($1.offset) ? 32 : Int($1.element)) }
+        let digits = String(sum, radix: 8)
+        header.replaceSubrange(148..<156, with: Array((String(repeating: "0", count: 6 - digits.count) + digits).utf8) + [0, 32])
+        var reader = TarReader()
+        XCTAssertThrowsError(try header.withUnsafeBytes { try reader.feed($0) { _ in } })
+        XCTAssertTrue(reader.sawValidBlock, "the checksum held: it is the size that is refused")
+    }
 }
