@@ -12,9 +12,15 @@ public protocol StateStore: Sendable {
     func recordedEntryCount(from source: String, in destination: String) throws -> Int
     /// The digest of the source snapshot of the target's last complete, successful run.
     func sourceDigest(of target: String) throws -> UInt64?
-    /// Starts a run and returns its id. A target pointed at another source or destination starts its record
-    /// over; a new name for the source and destination of an existing record (a renamed target) takes it over.
+    /// Starts a run and returns its id. A new name for the source and destination of an existing record (a
+    /// renamed target) takes it over. A target pointed at another source or destination keeps its record until
+    /// the run starts it over (`startOver`).
     func beginRun(target: String, source: String, destination: String, trigger: TargetConfig.Trigger, startedAt: Date) throws -> Int64
+    /// Whether the target's record is of another tree: it was last run from another source or into another folder.
+    func recordsAnotherTree(target: String, source: String, destination: String) throws -> Bool
+    /// Forgets the target's record, source digest, listing memo and the hook paths of its old tree: it is now
+    /// `source` mirrored into `destination`.
+    func startOver(target: String, source: String, destination: String) throws
     /// Stores finished files and forgets removed paths (with everything below them), in one transaction.
     func commit(target: String, upserts: [RecordedEntry], removedSubtrees: [RelativePath]) throws
     /// Records, as one finished run, a run that failed before the engine could start it (its source could not be

@@ -129,10 +129,15 @@ public struct SyncEngine: Sendable {
                 return 0
             }
         }
+        // A target pointed at another source or folder plans as a first run, and starts its record over only once
+        // the run goes on to change the destination (below): a run that fails or is refused before then leaves
+        // the old record, and the guard above that counts it, as they were. Else one mistyped source (missing, or
+        // empty and refused) was enough to turn the guard off for the usual one.
+        let startsOver = try state.recordsAnotherTree(target: name, source: source.displayName, destination: target.destination)
         let destination = try Self.openDestination(target.destination, dryRun: options.dryRun)
         var listing = ListingOptions(symlinks: target.symlinks, exclude: ExcludeFilter(target.exclude), parallelism: max(TargetConfig.nearTransfers, target.transfers ?? 0))
         // Why not in a dry run: it starts no run, so a target pointed at another source still holds the old one's hints.
-        if !options.dryRun {
+        if !options.dryRun, !startsOver {
             if source.features.listsAhead {
                 listing.hints = try state.listingHints(of: name)
                 listing.hints.dropFolders(excludedBy: listing.exclude)
@@ -148,7 +153,9 @@ public struct SyncEngine: Sendable {
             snapshot = UnholdableNames.resolve(snapshot, refusing: destination.refusedNameBytes, refusesNonUTF8: destination.refusesNonUTF8Names,
                                                destination: target.destination)
         }
-        memo = snapshot.memo
+        // Kept with the record it goes with: not before the record is this source's.
+        let listedMemo = snapshot.memo
+        if !startsOver { memo = listedMemo }
 
         report.issues = snapshot.issues + local.issues.filter(\.blocksRemovals)
         for line in ListingIssue.notices(report.issues) { events.emit(.notice(target: name, message: line)) }
@@ -170,7 +177,7 @@ public struct SyncEngine: Sendable {
 
         let digest = TreeDigest.of(snapshot)
         let localPrecision = destination?.timePrecision ?? .nanosecond, localTimeRange = destination?.timeRange
-        if snapshot.isComplete, !options.dryRun, try state.sourceDigest(of: name) == digest,
+        if snapshot.isComplete, !options.dryRun, !startsOver, try state.sourceDigest(of: name) == digest,
            Self.matches(snapshot, local.items, localPrecision: localPrecision, localTimeRange: localTimeRange) {
             report.result = .unchanged
             if let destination { tell(await Blocking.run { destination.tidy(trashDays: target.trashDays) }, target: target) }
@@ -180,7 +187,7 @@ public struct SyncEngine: Sendable {
         events.emit(.stage(target: name, stage: .planning))
         Self.sharePaths(of: &local.items, with: snapshot)
         _ = folio_return_free_pages_to_system()
-        let record = try state.record(of: name, sharingPathsWith: snapshot)
+        let record = startsOver ? RecordedTree([]) : try state.record(of: name, sharingPathsWith: snapshot)
         let plan = SyncPlanner.plan(remote: snapshot, local: local.items, record: record, removalsAllowed: snapshot.isComplete,
                                       localPrecision: localPrecision, localTimeRange: localTimeRange, leftAlone: local.leftAlone)
         // The plan holds all the run needs from here. Why end the rest now: an initial run's transfers would
@@ -222,6 +229,10 @@ public struct SyncEngine: Sendable {
             return digest
         }
         guard let destination else { throw SourceError(.localIO, "destination \(target.destination) cannot be opened") }
+        if startsOver {
+            try state.startOver(target: name, source: source.displayName, destination: target.destination)
+            memo = listedMemo
+        }
         if plan.changesNothing && plan.recordUpdates.isEmpty && plan.recordDeletions.isEmpty {
             report.result = .unchanged
             tell(await Blocking.run { destination.tidy(trashDays: target.trashDays) }, target: target)

@@ -251,17 +251,11 @@ public final class StateDatabase: StateStore, Sendable {
     public func beginRun(target: String, source: String, destination: String, trigger: TargetConfig.Trigger, startedAt: Date) throws -> Int64 {
         try perform {
             try queue.write { db in
-                // A target pointed at another source or destination starts over: its record describes another tree.
-                if let row = try Row.fetchOne(db, sql: "SELECT source, destination FROM target WHERE name = ?", arguments: [target]) {
-                    if try row.decode(String.self, atIndex: 0) != source || row.decode(String.self, atIndex: 1) != destination {
-                        try db.execute(sql: "DELETE FROM entry WHERE target = ?", arguments: [target])
-                        // Paths of the old tree mean nothing to a hook of the new one.
-                        try db.execute(sql: "DELETE FROM hook_backlog WHERE target = ?", arguments: [target])
-                        try db.execute(sql: "UPDATE target SET source = ?, destination = ?, source_digest = NULL, listing_memo = NULL WHERE name = ?",
-                                       arguments: [source, destination, target])
-                    }
-                } else if let previous = try String.fetchOne(db, sql: "SELECT name FROM target WHERE source = ? AND destination = ? LIMIT 1",
-                                                             arguments: [source, destination]) {
+                // A target already known keeps its record here, even when pointed at another source or destination:
+                // the run starts it over (`startOver`) once it goes on to change the destination.
+                let known = try Bool.fetchOne(db, sql: "SELECT 1 FROM target WHERE name = ?", arguments: [target]) == true
+                if !known, let previous = try String.fetchOne(db, sql: "SELECT name FROM target WHERE source = ? AND destination = ? LIMIT 1",
+                                                              arguments: [source, destination]) {
                     // A target renamed in the configuration, or a `folio mirror` of the same two folders made a
                     // target: the same source into the same folder, so what Folio wrote there is this target's. Its
                     // record, runs and pending hook paths move to the new name; forgotten, every file the source
@@ -275,7 +269,7 @@ public final class StateDatabase: StateStore, Sendable {
                     }
                     try db.execute(sql: "DELETE FROM schedule WHERE target = ?", arguments: [previous])
                     try db.execute(sql: "DELETE FROM target WHERE name = ?", arguments: [previous])
-                } else {
+                } else if !known {
                     try db.execute(sql: "INSERT INTO target (name, source, destination) VALUES (?, ?, ?)", arguments: [target, source, destination])
                 }
                 // Runs left 'running' by a process that died are closed as interrupted.
@@ -283,6 +277,27 @@ public final class StateDatabase: StateStore, Sendable {
                 try db.execute(sql: "INSERT INTO run (target, trigger, started_at, pid) VALUES (?, ?, ?, ?)",
                                arguments: [target, trigger.rawValue, startedAt.timeIntervalSince1970, getpid()])
                 return db.lastInsertedRowID
+            }
+        }
+    }
+
+    public func recordsAnotherTree(target: String, source: String, destination: String) throws -> Bool {
+        try perform {
+            try queue.read { db in
+                guard let row = try Row.fetchOne(db, sql: "SELECT source, destination FROM target WHERE name = ?", arguments: [target]) else { return false }
+                return try row.decode(String.self, atIndex: 0) != source || row.decode(String.self, atIndex: 1) != destination
+            }
+        }
+    }
+
+    public func startOver(target: String, source: String, destination: String) throws {
+        try perform {
+            try queue.write { db in
+                try db.execute(sql: "DELETE FROM entry WHERE target = ?", arguments: [target])
+                // Paths of the old tree mean nothing to a hook of the new one.
+                try db.execute(sql: "DELETE FROM hook_backlog WHERE target = ?", arguments: [target])
+                try db.execute(sql: "UPDATE target SET source = ?, destination = ?, source_digest = NULL, listing_memo = NULL WHERE name = ?",
+                               arguments: [source, destination, target])
             }
         }
     }

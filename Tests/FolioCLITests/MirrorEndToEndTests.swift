@@ -777,6 +777,39 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(wrong.stderrLines, ["folio: --bwlimit \"fast\" is not a rate of at least 1 KiB/s; write a number in KiB/s (500) or one with a unit (500K, 2M, 1.5MiB/s)"])
     }
 
+    /// A run from another source that fails (a mistyped path) or is refused (an empty folder) leaves the target's
+    /// record as it was: the guard against a drive not mounted still holds for its usual source. (Each used to
+    /// start the record over at once, and the usual source then filled the empty mountpoint again.) A run from
+    /// another source that goes on starts it over, and plans as a first run: the files already there adopted.
+    func testARunFromAnotherSourceThatFailsOrIsRefusedKeepsTheRecordAndItsGuard() throws {
+        for root in ["src", "other"] {
+            FixtureTree.write(work.path(root), "a.txt", "a", mtime: (1_600_000_000, 0))
+            FixtureTree.write(work.path(root), "b.txt", "b", mtime: (1_600_000_000, 0))
+        }
+        FixtureTree.write(work.path("other"), "c.txt", "c")
+        FixtureTree.makeFolder(work.path(""), "empty")
+        let path = work.path("usb")
+        XCTAssertEqual(FolioBinary.run(["mirror", work.path("src"), path], environment: environment).status, 0)
+        XCTAssertEqual(FolioBinary.run(["mirror", work.path("nosuch"), path], environment: environment).status, 1)
+        let empty = FolioBinary.run(["mirror", work.path("empty"), path], environment: environment)
+        XCTAssertEqual(empty.status, 4, empty.stdout)
+
+        XCTAssertEqual(rename(path, work.path("usb-away")), 0)
+        FixtureTree.makeFolder(work.path(""), "usb")
+        let refused = FolioBinary.run(["mirror", work.path("src"), path], environment: environment)
+        XCTAssertEqual(refused.status, 4, refused.stdout)
+        XCTAssertEqual(refused.stderrLines.first?.hasPrefix("mirror:\(path): refused: destination \(path) holds nothing of folio's earlier runs (they left 2 entries"), true, refused.stderr)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: path), [])
+
+        XCTAssertEqual(rmdir(path), 0)
+        XCTAssertEqual(rename(work.path("usb-away"), path), 0)
+        let other = FolioBinary.run(["mirror", work.path("other"), path], environment: environment)
+        XCTAssertEqual(other.status, 0, other.stderr)
+        XCTAssertEqual(other.stdoutLines.last?.hasPrefix("mirror:\(path): 1 added"), true, other.stdout)
+        XCTAssertEqual(FixtureTree.read(work.path("usb/c.txt")), Array("c".utf8))
+        XCTAssertEqual(FixtureTree.listing(work.path("usb/.folio/trash")), [], "the files already there were adopted")
+    }
+
     /// A destination that holds nothing of the runs the state database remembers is a drive that is not mounted:
     /// whether the destination is the drive's mountpoint (left an empty folder) or a folder on it (then missing,
     /// with the folders above it), the run is refused, exit 4, leaves nothing behind on the disk beneath (not

@@ -33,15 +33,28 @@ final class StateDatabaseTests: XCTestCase {
         XCTAssertEqual(last.bytes, 99)
     }
 
-    func testAnotherSourceStartsTheRecordOver() throws {
+    func testAnotherSourceKeepsTheRecordUntilTheRunStartsItOver() throws {
         let folder = TemporaryDirectory("state")
         let database = try StateDatabase(directory: folder.path)
-        _ = try database.beginRun(target: "t", source: "/s", destination: "/d", trigger: .manual, startedAt: Date())
+        let id = try database.beginRun(target: "t", source: "/s", destination: "/d", trigger: .manual, startedAt: Date())
         try database.commit(target: "t", upserts: [RecordedEntry(path: try RelativePath(validating: "f"), kind: .file, size: 1, mtime: FileTime(seconds: 1),
                                                                  validator: nil, checksum: nil, localInode: 1, localMtime: FileTime(seconds: 1))], removedSubtrees: [])
+        try database.finishRun(id: id, target: "t", report: RunReport(target: "t"), sourceDigest: 7, listingMemo: nil, keepingChangesForHook: false)
+        XCTAssertFalse(try database.recordsAnotherTree(target: "t", source: "/s", destination: "/d"))
+        // A run from elsewhere that fails or is refused before it changes anything leaves the record, and the
+        // guard that counts it by source and destination, as they were.
         _ = try database.beginRun(target: "t", source: "/elsewhere", destination: "/d", trigger: .manual, startedAt: Date())
+        XCTAssertTrue(try database.recordsAnotherTree(target: "t", source: "/elsewhere", destination: "/d"))
+        XCTAssertTrue(try database.recordsAnotherTree(target: "t", source: "/s", destination: "/other"))
+        XCTAssertEqual(try database.record(of: "t").count, 1)
+        XCTAssertEqual(try database.recordedEntryCount(from: "/s", in: "/d"), 1)
+        XCTAssertEqual(try database.sourceDigest(of: "t"), 7)
+
+        try database.startOver(target: "t", source: "/elsewhere", destination: "/d")
         XCTAssertTrue(try database.record(of: "t").isEmpty)
         XCTAssertNil(try database.sourceDigest(of: "t"))
+        XCTAssertFalse(try database.recordsAnotherTree(target: "t", source: "/elsewhere", destination: "/d"))
+        XCTAssertEqual(try database.recordedEntryCount(from: "/s", in: "/d"), 0)
     }
 
     /// The next listing's hints: the record's folders in path order (files left out), and the memo of the last
@@ -66,7 +79,7 @@ final class StateDatabaseTests: XCTestCase {
         XCTAssertEqual(try database.listingHints(of: "t").memo, "depth-1 far", "a run without a memo keeps the last one")
         XCTAssertEqual(try database.listingMemo(of: "t"), "depth-1 far", "the memo alone, as with the folders")
 
-        _ = try database.beginRun(target: "t", source: "/elsewhere", destination: "/d", trigger: .manual, startedAt: Date())
+        try database.startOver(target: "t", source: "/elsewhere", destination: "/d")
         XCTAssertEqual(try database.listingHints(of: "t"), ListingHints())
         // The folders come from the partial index, not from a pass over every entry of the target.
         let plan = try database.queue.read { db in
@@ -83,6 +96,9 @@ final class StateDatabaseTests: XCTestCase {
         let database = try StateDatabase(directory: folder.path)
         func finish(_ batches: [String]..., keep: Bool = true, source: String = "/s") throws -> Int64 {
             let id = try database.beginRun(target: "t", source: source, destination: "/d", trigger: .automatic, startedAt: Date())
+            if try database.recordsAnotherTree(target: "t", source: source, destination: "/d") {
+                try database.startOver(target: "t", source: source, destination: "/d")
+            }
             var report = RunReport(target: "t")
             for batch in batches where keep {
                 let paths = try batch.map { try RelativePath(validating: $0) }

@@ -40,9 +40,23 @@ public final class MemoryStateStore: StateStore, Sendable {
 
     public func beginRun(target: String, source: String, destination: String, trigger: TargetConfig.Trigger, startedAt: Date) throws -> Int64 {
         storage.withLock { storage in
-            storage.places[target] = (source, destination)
+            if storage.places[target] == nil { storage.places[target] = (source, destination) }
             storage.runs.append((target, nil))
             return Int64(storage.runs.count - 1)
+        }
+    }
+
+    public func recordsAnotherTree(target: String, source: String, destination: String) throws -> Bool {
+        storage.withLock { storage in storage.places[target].map { $0 != (source, destination) } ?? false }
+    }
+
+    public func startOver(target: String, source: String, destination: String) throws {
+        storage.withLock { storage in
+            storage.records[target] = nil
+            storage.digests[target] = nil
+            storage.memos[target] = nil
+            storage.hookBacklog.removeAll { $0.target == target }
+            storage.places[target] = (source, destination)
         }
     }
 
