@@ -189,6 +189,9 @@ final class ConsoleReporter: SyncEventSink, @unchecked Sendable {
     }
 
     private func printAboveBlock(_ line: String, toError: Bool) {
+        // Text only, one line: a message may quote a server (a status text, a header), whose newline would forge a
+        // line of output and whose escape sequences would drive the terminal. Names are already shown so.
+        let line = RelativePath.display(line.utf8)
         state.withLock { state in
             if mode == .terminal && state.drawnLines > 0 {
                 write(String(repeating: "\u{1B}[1A\u{1B}[2K", count: state.drawnLines) + "\r")

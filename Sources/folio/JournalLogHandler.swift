@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Logging
+import FolioCore
 
 /// Writes one line per log message to standard error, for journald. Under systemd (`JOURNAL_STREAM` set) each
 /// line starts with its syslog priority (`<6>`), which journald turns into the entry's level and strips;
@@ -27,8 +28,9 @@ struct JournalLogHandler: LogHandler {
         if !merged.isEmpty {
             text += " " + merged.keys.sorted().map { "\($0)=\(merged[$0]!)" }.joined(separator: " ")
         }
-        // One event is one line: a newline inside a message (an error from a server) would split it in the journal.
-        text = text.replacingOccurrences(of: "\n", with: " ")
+        // One event is one line, and text only: a newline inside a message (a server's error text) would split it
+        // in the journal and forge a line of its own, an escape sequence would drive the terminal that shows it.
+        text = RelativePath.display(text.utf8)
         let line: String
         if underJournal {
             line = "<\(Self.priority(event.level))>\(text)\n"

@@ -777,6 +777,35 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(wrong.stderrLines, ["folio: --bwlimit \"fast\" is not a rate of at least 1 KiB/s; write a number in KiB/s (500) or one with a unit (500K, 2M, 1.5MiB/s)"])
     }
 
+    /// Text a server sends that reaches a line of output (here a WebDAV status with a newline and an escape
+    /// sequence in it) is shown escaped: it forged a whole line of its own, and could drive the terminal.
+    func testAServersTextCannotForgeALineOrDriveTheTerminal() throws {
+        let port = try LoopbackServer.freePort()
+        let script = #"""
+        import http.server, sys
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a): pass
+            def do_PROPFIND(self):
+                if not self.path.rstrip("/").endswith("/src"):
+                    self.send_response(403); self.send_header("Content-Length", "0"); self.end_headers(); return
+                status = "HTTP/1.1 403 x\nmirror:forged: 0 failed\x1b[2J"
+                body = ('<?xml version="1.0"?><D:multistatus xmlns:D="DAV:">'
+                    '<D:response><D:href>/src/</D:href><D:propstat><D:prop><D:resourcetype><D:collection/></D:resourcetype></D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>'
+                    '<D:response><D:href>/src/sub/</D:href><D:propstat><D:prop><D:resourcetype/></D:prop><D:status>' + status + '</D:status></D:propstat></D:response>'
+                    '</D:multistatus>').encode()
+                self.send_response(207); self.send_header("Content-Type", "application/xml"); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+        http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+        """#
+        let pid = try LoopbackServer.spawn("/usr/bin/python3", ["-c", script, String(port)], output: work.path("server.log"))
+        defer { LoopbackServer.stop(pid: pid) }
+        try LoopbackServer.waitForPort(port, name: "WebDAV stub", log: work.path("server.log"))
+        let outcome = FolioBinary.run(["mirror", "http://127.0.0.1:\(port)/src/", work.path("dst")], environment: environment)
+        let lines = outcome.stdoutLines + outcome.stderrLines
+        XCTAssertFalse(lines.contains { $0.hasPrefix("mirror:forged") }, outcome.stdout + outcome.stderr)
+        XCTAssertFalse((outcome.stdout + outcome.stderr).contains("\u{1B}"), outcome.stdout + outcome.stderr)
+        XCTAssertTrue(lines.contains { $0.contains("403 x\\x0amirror:forged: 0 failed\\x1b[2J") }, outcome.stdout + outcome.stderr)
+    }
+
     /// A run from another source that fails (a mistyped path) or is refused (an empty folder) leaves the target's
     /// record as it was: the guard against a drive not mounted still holds for its usual source. (Each used to
     /// start the record over at once, and the usual source then filled the empty mountpoint again.) A run from
