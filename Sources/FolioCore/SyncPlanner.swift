@@ -175,6 +175,11 @@ private struct Merge {
         return !recorded.isLeftAsWritten(item, timeRange: localTimeRange)
     }
 
+    /// Whether the local file still has the time Folio left on it, as the destination keeps it.
+    private func keepsWrittenTime(_ recorded: RecordedEntry, _ item: LocalItem) -> Bool {
+        item.mtime == recorded.localMtime || localTimeRange?.keeps(recorded.localMtime, as: item.mtime) == true
+    }
+
     /// Whether the local item has the source entry's time, as the destination keeps it: at its precision, and
     /// clamped to its range.
     private func hasSourceTime(_ entry: Entry, _ item: LocalItem) -> Bool {
@@ -241,6 +246,12 @@ private struct Merge {
                     }
                 } else if let recorded, recorded.describesSameVersion(as: entry), leftAsWritten {
                     plan.unchangedFiles += 1
+                } else if let recorded, recorded.describesSameVersion(as: entry), !keepsWrittenTime(recorded, item) {
+                    // Folio wrote this version, and the file's time here moved since: an edit (here within the
+                    // second of a source that keeps whole seconds, so its size and that time still match). Adopted,
+                    // it stayed as the user left it, "unchanged" run after run. One whose time is as written
+                    // (a copy restored, a filesystem whose inodes change at each mount) is adopted below.
+                    plan.downloads.append(SyncPlan.Download(entry: entry, replacing: item, hasLocalChanges: true))
                 } else {
                     plan.unchangedFiles += 1
                     plan.recordUpdates.append(RecordedEntry(entry, local: item))  // adopted: identical already
