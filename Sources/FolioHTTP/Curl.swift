@@ -171,7 +171,7 @@ final class CurlEasy {
         if context.stalled, code == CURLE_ABORTED_BY_CALLBACK {
             throw Failure(code: Int32(CURLE_OPERATION_TIMEDOUT.rawValue), text: "nothing received for \(context.stallTimeout) s")
         }
-        guard code == CURLE_OK else { throw failure(code) }
+        guard code == CURLE_OK || (code == CURLE_WRITE_ERROR && context.cutShort) else { throw failure(code) }
         // A response without a body (HEAD, 204, an empty file) never reached the write callback.
         if !context.decided {
             context.decided = true
@@ -391,6 +391,10 @@ private final class TransferContext {
     var decided = false
     var streaming = false
     var collected: [UInt8] = []
+    /// The most of an error page (a status outside 2xx) that is read: its start says what went wrong.
+    static let errorPageLimit = 64 << 10
+    /// Set when the write callback stopped the transfer at `errorPageLimit`: its response stands as it is.
+    var cutShort = false
     var error: (any Error)?
     /// Header and body bytes received so far, and when the progress callback last saw the count move.
     var received = 0
@@ -480,10 +484,17 @@ private func curlWriteCallback(_ buffer: UnsafeMutablePointer<CChar>?, _ size: I
         if transfer.streaming {
             try transfer.onBody(bytes)
         } else {
-            let room = max(0, transfer.bodyLimit - transfer.collected.count)
-            // A listing that outgrows its bound is refused; an error page (or a redirect's body) is cut short.
-            if length > room, (200..<300).contains(transfer.status) { throw HTTPClient.BodyTooLarge() }
-            transfer.collected.append(contentsOf: bytes.prefix(room))
+            let isAnswer = (200..<300).contains(transfer.status)
+            let room = max(0, (isAnswer ? transfer.bodyLimit : min(transfer.bodyLimit, TransferContext.errorPageLimit)) - transfer.collected.count)
+            // A listing that outgrows its bound is refused. An error page (or a redirect's body) is kept to its
+            // start and the rest not waited for: a server sending one without end held the run for ever.
+            if length > room {
+                if isAnswer { throw HTTPClient.BodyTooLarge() }
+                transfer.collected.append(contentsOf: bytes.prefix(room))
+                transfer.cutShort = true
+                return 0
+            }
+            transfer.collected.append(contentsOf: bytes)
         }
         return length
     } catch {

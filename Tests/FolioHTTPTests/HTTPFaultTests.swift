@@ -210,6 +210,14 @@ final class HTTPFaultTests: XCTestCase {
         XCTAssertFalse(snapshot.isComplete)
     }
 
+    /// An error page without end is read to its start only, and the run goes on to say what it was: it was read
+    /// for ever, and the run never ended.
+    func testAnErrorPageWithoutEndIsCutShort() async throws {
+        let stub = try StubServer()
+        let error = try await snapshotError(stub.url("endless-error"))
+        XCTAssertTrue(error.message.contains("HTTP 500"), error.message)
+    }
+
     func testExternalEntityIsRefusedUnparsed() async throws {
         let stub = try StubServer()
         let error = try await snapshotError(stub.url("hostile-entity"))

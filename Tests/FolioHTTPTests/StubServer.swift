@@ -126,6 +126,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         if scenario == "ratelimit" and n == 1:
             return self.send(429, b"slow down", [("Retry-After", "1")])
+        if scenario == "endless-error": return self.endless_error()
         if self.headers.get("Depth") == "infinity":
             return self.send(403, b"no infinity")
         if scenario == "redirect":
@@ -162,6 +163,15 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_HEAD(self): self.do_GET()
 
+    def endless_error(self):
+        # An error page without end: no length, the connection never closed by the server.
+        self.send_response(500)
+        self.end_headers()
+        try:
+            while True: self.wfile.write(b"<p>error</p>" * 1000)
+        except (BrokenPipeError, ConnectionResetError):
+            return
+
     def batch(self, n):
         # Six small files fetched as one batch: b refuses once (429), c has moved (302 within the origin),
         # d drops the connection once mid-body; the rest answer at once.
@@ -185,6 +195,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         n = self.record()
         scenario = self.path.strip("/").split("/")[0]
+        if scenario == "endless-error": return self.endless_error()
         if scenario == "ratelimit":
             return self.send(200, b"hello", [("ETag", '"r1"'), ("Last-Modified", "Sun, 22 Nov 2026 04:00:00 GMT")])
         if scenario == "far-future":
