@@ -134,7 +134,9 @@ enum IndexPageParser {
         while let start = find(anchor, in: lower, from: index), start < block.upperBound {
             guard let close = lower[start...].firstIndex(of: UInt8(ascii: ">")) else { break }
             index = close + 1
-            guard let key = find(hrefKey, in: lower, from: start), key < close else { continue }
+            // Within the tag only: searched to the page's end, a page of anchors without an href took time in the
+            // square of its size (20,000 of them: over a minute).
+            guard let key = find(hrefKey, in: lower, from: start, before: close) else { continue }
             var valueStart = key + hrefKey.count
             var valueEnd: Int
             if valueStart < close, lower[valueStart] == UInt8(ascii: "\"") || lower[valueStart] == UInt8(ascii: "'") {
@@ -167,10 +169,12 @@ enum IndexPageParser {
         return start..<(ends.min() ?? lower.count)
     }
 
-    private static func find(_ needle: [UInt8], in haystack: [UInt8], from start: Int) -> Int? {
-        guard needle.count <= haystack.count else { return nil }
+    /// Where `needle` first starts in `haystack` from `start`, ending before `end` (the haystack's end by default).
+    private static func find(_ needle: [UInt8], in haystack: [UInt8], from start: Int, before end: Int? = nil) -> Int? {
+        let end = min(end ?? haystack.count, haystack.count)
+        guard needle.count <= end else { return nil }
         var i = start
-        while i + needle.count <= haystack.count {
+        while i + needle.count <= end {
             if haystack[i] == needle[0], haystack[i..<(i + needle.count)].elementsEqual(needle) { return i }
             i += 1
         }

@@ -33,10 +33,12 @@ struct XMLScanner {
         try utf8.withUnsafeBufferPointer { (bytes) throws(Failure) in try scanner.read(bytes, handle) }
     }
 
-    /// A namespace declaration in scope: `xmlns:prefix="uri"` (an empty prefix for `xmlns="uri"`).
-    private var bindings: [(prefix: [UInt8], uri: String)] = []
-    /// The open elements, innermost last: the qualified name as written and how many bindings it declared.
-    private var open: [(name: [UInt8], bindings: Int)] = []
+    /// The namespace declarations in scope, by prefix (an empty one for `xmlns="uri"`), innermost last. Why by
+    /// prefix: one list of them all, searched for each element, took time in the square of the depth of a body
+    /// that declares one at every level (40,000 levels: 100 s).
+    private var bindings: [[UInt8]: [String]] = [:]
+    /// The open elements, innermost last: the qualified name as written and the prefixes it declared.
+    private var open: [(name: [UInt8], declared: [[UInt8]])] = []
 
     private static let lessThan = UInt8(ascii: "<"), greaterThan = UInt8(ascii: ">"), slash = UInt8(ascii: "/")
     private static let ampersand = UInt8(ascii: "&"), colon = UInt8(ascii: ":"), equals = UInt8(ascii: "=")
@@ -97,7 +99,7 @@ struct XMLScanner {
                 }
                 let (namespace, local) = try resolve(element.name, at: index)
                 handle(.end(namespace: namespace, name: local))
-                bindings.removeLast(element.bindings)
+                unbind(element.declared)
                 index = end + 1
             } else {
                 guard !(open.isEmpty && sawRoot) else { throw fail("a second root element", at: index) }
@@ -123,7 +125,7 @@ struct XMLScanner {
 
         let name = readName()
         guard !name.isEmpty else { throw fail("an element without a name") }
-        var declared = 0
+        var declared: [[UInt8]] = []
         var selfClosing = false
         while true {
             skipSpace()
@@ -150,21 +152,19 @@ struct XMLScanner {
             guard index < bytes.count else { throw fail("an unterminated attribute value") }
             let value = bytes[valueStart..<index]
             index += 1
-            if attribute.elementsEqual("xmlns".utf8) {
-                bindings.append((prefix: [], uri: try Self.decode(value, at: valueStart)))
-                declared += 1
-            } else if attribute.starts(with: "xmlns:".utf8) {
-                bindings.append((prefix: Array(attribute.dropFirst(6)), uri: try Self.decode(value, at: valueStart)))
-                declared += 1
+            if attribute.elementsEqual("xmlns".utf8) || attribute.starts(with: "xmlns:".utf8) {
+                let prefix = Array(attribute.dropFirst(attribute.count == 5 ? 5 : 6))
+                bindings[prefix, default: []].append(try Self.decode(value, at: valueStart))
+                declared.append(prefix)
             }
         }
         let (namespace, local) = try resolve(name, at: start)
         handle(.start(namespace: namespace, name: local))
         if selfClosing {
             handle(.end(namespace: namespace, name: local))
-            bindings.removeLast(declared)
+            unbind(declared)
         } else {
-            open.append((name: name, bindings: declared))
+            open.append((name: name, declared: declared))
         }
         return index
     }
@@ -174,13 +174,21 @@ struct XMLScanner {
         let colon = qualified.firstIndex(of: Self.colon)
         let prefix = colon.map { Array(qualified[..<$0]) } ?? []
         let local = String(decoding: colon.map { qualified[($0 + 1)...] } ?? qualified[...], as: UTF8.self)
-        guard let binding = bindings.last(where: { $0.prefix == prefix }) else {
+        guard let uri = bindings[prefix]?.last else {
             guard prefix.isEmpty else {
                 throw .malformed("undeclared namespace prefix \(String(decoding: prefix, as: UTF8.self))", at: offset)
             }
             return (nil, local)
         }
-        return (binding.uri.isEmpty ? nil : binding.uri, local)
+        return (uri.isEmpty ? nil : uri, local)
+    }
+
+    /// Ends the declarations of an element that closed.
+    private mutating func unbind(_ prefixes: [[UInt8]]) {
+        for prefix in prefixes {
+            bindings[prefix]?.removeLast()
+            if bindings[prefix]?.isEmpty == true { bindings[prefix] = nil }
+        }
     }
 
     /// Text or an attribute value with its references replaced; fails on invalid UTF-8 or an unknown entity.

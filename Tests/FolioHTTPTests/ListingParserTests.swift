@@ -178,6 +178,19 @@ final class ListingParserTests: XCTestCase {
         ], "no namespace, and an empty default namespace undeclares it")
     }
 
+    /// A hostile server's bodies whose reading took time in the square of their size: 40,000 nested elements each
+    /// declaring a namespace (100 s), and an index page of 50,000 anchors without an href (minutes). Each is read
+    /// in one pass now; the page's one real link is still found.
+    func testBodiesBuiltToBeReadInSquareTimeAreReadInOnePass() throws {
+        let depth = 40_000
+        let xml = "<D:m xmlns:D=\"DAV:\">" + String(repeating: "<D:x xmlns:z=\"u\">", count: depth) + String(repeating: "</D:x>", count: depth) + "</D:m>"
+        let read = try events(xml)
+        XCTAssertEqual(read.count, 2 * depth + 2)
+        XCTAssertEqual(read.last, .end(namespace: "DAV:", name: "m"))
+        let page = "<title>Index of /</title>" + String(repeating: "<a name=x>", count: 50_000) + "<a href=\"f.txt\">f.txt</a>"
+        XCTAssertEqual(IndexPageParser.parseHTML(Array(page.utf8)).map(\.href), ["f.txt"])
+    }
+
     func testXMLTextDecodesReferencesAndCDATAOnly() throws {
         let xml = #"<a>&lt;&amp;&gt;&quot;&apos; &#233;&#x1F600;<![CDATA[<&amp;>]]>é</a>"#
         XCTAssertEqual(try events(xml).compactMap { if case let .text(t) = $0 { t } else { nil } }.joined(), #"<&>"' é😀<&amp;>é"#)
