@@ -46,10 +46,10 @@ struct ChangeHook: Sendable {
         }
         guard !paths.isEmpty else { return }
         let ending = await self.run(changedPaths: paths, logger: logger)
-        // A hook cut short by a stop (SIGTERM from a stopping daemon, Ctrl-C reaching the hook as it reaches
-        // Folio) gets its paths again after the next run; a hook that failed on its own, or ran out of time,
-        // does not. Why by the hook's signal as well as `stopped`: Ctrl-C may end the hook before Folio's own
-        // handler has seen it.
+        // A hook cut short by a stop (SIGTERM from a stopping daemon or from `sync --now` on Ctrl-C, or a stop
+        // signal sent to the hook itself) gets its paths again after the next run; a hook that failed on its own,
+        // or ran out of time, does not. Why by the hook's signal as well as `stopped`: a signal sent to the hook
+        // may end it before Folio has seen a stop.
         guard ending == .succeeded || (ending == .failed && !stopped()) else { return }
         var done = earlier
         if let run { done.runs.append(run) }
@@ -140,7 +140,7 @@ struct ChangeHook: Sendable {
             return .succeeded
         }
         // A stop cut it short: Folio's own (a hook that is a shell script exits 143 on the SIGTERM rather than
-        // dying of it), or Ctrl-C reaching the hook as it reaches Folio. Its paths go to the next run's hook.
+        // dying of it), or a stop signal sent to the hook itself. Its paths go to the next run's hook.
         let stopSignal = !exited && [SIGINT, SIGTERM, SIGHUP, SIGQUIT].contains(status & 0x7f)
         if !timedOut.withLock({ $0 }), stopping.withLock({ $0 }) || stopSignal {
             logger.warning("\(target): on-change hook \(arguments[0]) was stopped (it \(how)); the next run's hook gets its paths again")
@@ -197,9 +197,12 @@ struct ChangeHook: Sendable {
     /// How long a hook may take to end after SIGTERM when the daemon stops.
     private static let killAfterSeconds = 4
 
+    /// Signals the hook's process group: the hook and what it started (a script's commands, what they left
+    /// running), which the hook's own end left behind. Why only while the hook is not reaped: its group's id is
+    /// its pid, which the kernel may give to another process after.
     private static func signal(_ pid: pid_t, _ number: Int32, unless reaped: Locked<Bool>) {
         reaped.withLock { reaped in
-            if !reaped { kill(pid, number) }
+            if !reaped { kill(-pid, number) }
         }
     }
 
@@ -244,7 +247,9 @@ struct ChangeHook: Sendable {
         var unblocked = sigset_t()
         sigemptyset(&unblocked)
         posix_spawnattr_setsigmask(&attributes, &unblocked)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        // A process group of its own, which `signal` stops whole.
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP))
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
         argv.append(nil)
         defer { for pointer in argv { free(pointer) } }

@@ -588,18 +588,20 @@ final class DaemonTests: XCTestCase {
         XCTAssertFalse(daemon.log.contains("not retried"), daemon.log)
     }
 
-    /// A hook that hangs is stopped at `on-change-timeout`, and the target's schedule goes on: the next change
-    /// is synced (and runs the hook again).
+    /// A hook that hangs is stopped at `on-change-timeout`, with what it started (it went on running once the
+    /// hook was killed), and the target's schedule goes on: the next change is synced (and runs the hook again).
     func testAHookPastItsTimeoutIsStoppedAndTheScheduleGoesOn() throws {
         FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
-        let starts = scratch.path("hook-starts")
-        let hook = "echo started >> \(starts); trap '' TERM; while :; do sleep 0.1; done"
+        let starts = scratch.path("hook-starts"), child = scratch.path("hook-child")
+        let hook = "echo started >> \(starts); trap '' TERM; sleep 300 & echo $! > \(child); while :; do sleep 0.1; done"
         writeConfig(target("docs", extra: "on-change = [\"/bin/sh\", \"-c\", \"\(hook)\"]\non-change-timeout = \"1s\""))
         let daemon = try startDaemon()
         eventually(20, "the hung hook stopped") {
             daemon.log.contains("docs: on-change hook /bin/sh still running after 1s (on-change-timeout); stopping it")
                 && daemon.log.contains("docs: on-change hook /bin/sh was killed by signal 9")
         }
+        let childPID = try XCTUnwrap(Int32(text(child)?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""))
+        eventually(10, "the hook's own child stopped with it") { kill(childPID, 0) != 0 }
         FixtureTree.write(scratch.path("src-docs"), "b.txt", "second")
         eventually(30, "the next change synced and the hook started again") {
             text(scratch.path("dst-docs/b.txt")) == "second" && text(starts) == "started\nstarted\n"
