@@ -256,6 +256,11 @@ private struct Merge {
                     plan.unchangedFiles += 1
                     plan.recordUpdates.append(RecordedEntry(entry, local: item))  // adopted: identical already
                 }
+            } else if let recorded, leftAsWritten, recorded.describesSameVersion(as: entry) {
+                // The version Folio wrote, as it left it: a time here unlike the source's is what the filesystem
+                // kept of it (ext4 keeps 1901 to 2446 and clamps a time outside to the nearer end), not a change.
+                // Taken for one, such a file was fetched again, or its time set again, on every run.
+                plan.unchangedFiles += 1
             } else if entry.mtime.isKnown, let recorded, leftAsWritten, entry.size == recorded.size, Self.sameContent(entry, recorded) {
                 // Why only a known time: a source that gives none (an HTTP server without Last-Modified) has no
                 // time to set, and the "fix" was planned, counted as updated and handed to the hook every run.
