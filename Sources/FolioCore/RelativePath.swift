@@ -160,12 +160,18 @@ public struct RelativePath: Hashable, Sendable, Comparable, CustomStringConverti
         }
     }
 
+    /// The most bytes `display` shows: more than any path Folio takes (`maximumPathLength`) and its line.
+    public static let displayLimit = 8_192
+
     /// The path for people: UTF-8 where valid, `\xNN` for the bytes that are not, control characters escaped.
     public var description: String { withBytes { Self.display($0) } }
 
     /// Renders any name or path bytes for a message, never letting a control byte reach a terminal, nor a
     /// character that reorders what a terminal shows (a right-to-left override makes `gpj.exe` read `exe.jpg`).
+    /// Past `displayLimit` bytes (a server's name of megabytes, which printed whole), the start is shown and
+    /// the length said.
     public static func display<Bytes: Collection>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
+        if bytes.count > displayLimit { return display(bytes.prefix(displayLimit)) + "… (\(bytes.count) bytes)" }
         let decoded = String(decoding: bytes, as: UTF8.self)
         if decoded.utf8.elementsEqual(bytes), !decoded.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || isHidden($0) }) {
             return decoded

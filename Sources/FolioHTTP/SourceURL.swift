@@ -82,7 +82,7 @@ struct SourceURL: Sendable {
             guard isSameOrigin(href) else { throw .foreignOrigin }
             let rest = href[schemeEnd.upperBound...]
             path = rest.firstIndex(of: "/").map { rest[$0...] } ?? "/"
-        } else if href.hasPrefix("//") {
+        } else if href.hasPrefix("//") || Self.isOtherResource(href) {
             throw .foreignOrigin
         }
         guard !path.utf8.contains(UInt8(ascii: "?")), !path.utf8.contains(UInt8(ascii: "#")) else { throw .queryOrFragment }
@@ -111,10 +111,19 @@ struct SourceURL: Sendable {
     /// entry Folio cannot read, not a link elsewhere.
     static func looksLikeChild(_ href: String) -> Bool {
         guard !href.hasPrefix("/"), !href.utf8.contains(UInt8(ascii: "?")), !href.utf8.contains(UInt8(ascii: "#")),
-              schemeSeparator(in: href) == nil else { return false }
+              schemeSeparator(in: href) == nil, !isOtherResource(href) else { return false }
         var segments = href.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).filter { !$0.elementsEqual(".".utf8) }
         if segments.last?.isEmpty == true { segments.removeLast() }
         return segments.count == 1 && !segments[0].elementsEqual("..".utf8)
+    }
+
+    /// Whether `href` is a link to something other than a file (`mailto:`, `javascript:`, `tel:`, `data:`, `sms:`,
+    /// `about:`), which a page's footer or script may hold. Taken for a file of that name, it failed every run
+    /// and held back every removal. Only these: an autoindex page writes a name with a colon as `./a:b`, but a
+    /// page that does not would have its file skipped, and its copy removed, were every `word:` taken so.
+    static func isOtherResource(_ href: String) -> Bool {
+        guard let colon = href.utf8.firstIndex(of: UInt8(ascii: ":")) else { return false }
+        return ["mailto", "javascript", "tel", "data", "sms", "about"].contains(String(href[..<colon]).lowercased())
     }
 
     /// Where `://` first occurs in `text`. Why not `range(of:)`: Foundation's goes through NSString, and a

@@ -42,6 +42,9 @@ final class RelativePathTests: XCTestCase {
         XCTAssertEqual(try RelativePath(validating: "a\u{85}b").description, "a\\u{85}b")
         // NFC and NFD are two names.
         XCTAssertNotEqual(try RelativePath(validating: "caf\u{E9}"), try RelativePath(validating: "cafe\u{301}"))
+        // A server's name of megabytes is shown by its start and its length, not printed whole.
+        let huge = [UInt8](repeating: UInt8(ascii: "a"), count: 64 << 20)
+        XCTAssertEqual(RelativePath.display(huge), String(repeating: "a", count: RelativePath.displayLimit) + "… (67108864 bytes)")
     }
 
     func testOrderPutsChildrenRightAfterTheirFolder() throws {

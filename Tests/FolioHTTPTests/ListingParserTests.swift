@@ -99,6 +99,7 @@ final class ListingParserTests: XCTestCase {
             ("//evil/x", .foreignOrigin), ("http://user@127.0.0.1:8080/files/my%20dir/x", .foreignOrigin),
             ("/files/other/x", .outsideRoot), ("/files/my%20dir/x?y", .queryOrFragment), ("/files/my%20dir/x#y", .queryOrFragment),
             ("/files/my%20dir/a://127.0.0.1:8081/x", .foreignOrigin),
+            ("mailto:admin@example.org", .foreignOrigin), ("JavaScript:void(0)", .foreignOrigin), ("tel:+4930123", .foreignOrigin),
         ]
         for (href, problem) in refused {
             XCTAssertThrowsError(try urls.names(ofHref: href), href) { XCTAssertEqual("\($0)", "\(problem)", href) }
@@ -117,7 +118,10 @@ final class ListingParserTests: XCTestCase {
         XCTAssertThrowsError(try urls.names(ofHref: "./../x", base: base)) { XCTAssertEqual("\($0)", "\(SourceURL.HrefProblem.traversal)") }
         XCTAssertThrowsError(try urls.names(ofHref: "/files/sub/./x")) { XCTAssertEqual("\($0)", "\(SourceURL.HrefProblem.traversal)") }
         for href in ["a%2Fb.txt", "./a%zz", "d%00/", "%2e%2e/"] { XCTAssertTrue(SourceURL.looksLikeChild(href), href) }
-        for href in ["../", "./", "/files/", "http://x/y", "a/b", "?C=N;O=D", "notes.html#usage", "get.php?id=3"] { XCTAssertFalse(SourceURL.looksLikeChild(href), href) }
+        for href in ["../", "./", "/files/", "http://x/y", "a/b", "?C=N;O=D", "notes.html#usage", "get.php?id=3", "mailto:x@y", "javascript:go()"] {
+            XCTAssertFalse(SourceURL.looksLikeChild(href), href)
+        }
+        XCTAssertTrue(SourceURL.looksLikeChild("12:30 notes.txt"), "a name with a colon, written bare by a page that does not escape it")
     }
 
     func testPropertyTextLosesOnlyXMLWhiteSpace() {
