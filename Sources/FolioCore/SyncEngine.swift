@@ -253,9 +253,8 @@ public struct SyncEngine: Sendable {
         // Before anything is written: earlier runs' trash past `trash-days` and partial files no download of this
         // run resumes go first, so that a destination left full by a run that failed (a file too big for it, a
         // trash kept too long) has that room again. Blocking: off the cooperative pool.
-        let resumable = Set(plan.downloads.map { Destination.partialName(for: $0.entry) })
         tell(await Blocking.run {
-            destination.removePartials(keeping: resumable)
+            destination.removePartials(notResumedBy: plan.downloads)
             return destination.purgeTrash(olderThan: target.trashDays)
         }, target: target)
 

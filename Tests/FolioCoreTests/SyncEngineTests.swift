@@ -368,8 +368,11 @@ final class SyncEngineTests: XCTestCase {
         let entry = try await source.snapshot(options: ListingOptions()).entry(at: RelativePath(validating: "big.txt"))!
         let name = Destination.partialName(for: entry)
         FixtureTree.write(destination.path(".folio/partial/\(name.prefix(1))"), name, Array(text.utf8.prefix(4_000)))
+        let stale = name.hasPrefix("f") ? "e0123456789abcde.part" : "f0123456789abcde.part"
+        FixtureTree.write(destination.path(".folio/partial/\(stale.prefix(1))"), stale, "of a version gone from the source")
         let report = await run()
         XCTAssertEqual(report.result, .synced)
+        XCTAssertNil(FixtureTree.read(destination.path(".folio/partial/\(stale.prefix(1))/\(stale)")), "a partial no download resumes goes first")
         XCTAssertEqual(source.downloads.map(\.1), [4_000])
         XCTAssertEqual(report.bytes, 6_000)
         XCTAssertEqual(content("big.txt"), text)
