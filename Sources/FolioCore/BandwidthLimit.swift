@@ -26,8 +26,9 @@ public struct BandwidthLimit: Sendable, Equatable, CustomStringConvertible {
         if rest.hasSuffix("/s") { rest = rest.dropLast(2) }
         let digits = rest.prefix { $0.isASCII && ($0.isNumber || $0 == ".") }
         let (kibi, mebi, gibi): (Double, Double, Double) = (1024, 1024 * 1024, 1024 * 1024 * 1024)
-        let multiples: [Substring: Double] = ["": kibi, "b": 1, "k": kibi, "kb": kibi, "kib": kibi,
-                                              "m": mebi, "mb": mebi, "mib": mebi, "g": gibi, "gb": gibi, "gib": gibi]
+        // As rsync reads them: K, M and G (and KiB, MiB, GiB) 1,024-fold, KB, MB and GB 1,000-fold.
+        let multiples: [Substring: Double] = ["": kibi, "b": 1, "k": kibi, "kb": 1e3, "kib": kibi,
+                                              "m": mebi, "mb": 1e6, "mib": mebi, "g": gibi, "gb": 1e9, "gib": gibi]
         // Digits and one point only: Double's own parser would take "inf", "1e9" and hexadecimal.
         guard let multiple = multiples[rest.dropFirst(digits.count)], !digits.isEmpty, digits.filter({ $0 == "." }).count <= 1,
               let number = Double(digits), number * multiple <= Double(Int64.max / 2) else { return nil }

@@ -25,7 +25,7 @@ struct MirrorCommand: AsyncParsableCommand {
     @Option(name: .long, parsing: .unconditional, help: "Seconds a network operation may take.") var timeout: Int = 30
     @Option(name: .long, parsing: .unconditional, help: "Most entries a run may remove: a count or a percentage like 50%.") var maxDelete: String = "50%"
     @Option(name: .long, parsing: .unconditional, help: "Days to keep removed files in DEST/.folio/trash (0 deletes them).") var trashDays: Int = 30
-    @Option(name: .long, help: "Most bytes per second for all downloads together: KiB/s (500), or 500K, 2M, 1.5MiB/s.") var bwlimit: String?
+    @Option(name: .long, help: "Most bytes per second for all downloads together: KiB/s (500), or 500K, 2M, 1.5MiB/s (2MB is 2,000,000, as for rsync); off for none.") var bwlimit: String?
     @Option(name: .long, help: "Leave out matching entries (repeatable glob).") var exclude: [String] = []
     @Option(name: .long, help: "Symbolic links on the source: skip or follow (inside the source only).") var symlinks: String = "skip"
     @Option(name: .long, help: "SFTP: private key file (ed25519 or ECDSA).") var identity: String?

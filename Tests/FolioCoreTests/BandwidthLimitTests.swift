@@ -2,10 +2,11 @@
 import XCTest
 
 final class BandwidthLimitTests: XCTestCase {
-    /// Written as rsync and rclone take it: KiB/s without a unit, K, M and G 1,024-fold, B for bytes.
+    /// Written as rsync and rclone take it: KiB/s without a unit, K, M and G 1,024-fold, B for bytes; KB, MB and
+    /// GB 1,000-fold, as rsync reads them.
     func testLimitsParseAsRsyncAndRcloneWriteThem() {
         let rows: [(String, Int64?)] = [
-            ("500", 512_000), ("500K", 512_000), ("500kib/s", 512_000), ("2M", 2 << 20), ("2MB/s", 2 << 20), (" 1.5MiB/s ", 1_572_864),
+            ("500", 512_000), ("500K", 512_000), ("500kib/s", 512_000), ("2M", 2 << 20), ("2MB/s", 2_000_000), ("500KB", 500_000), ("1GB", 1_000_000_000), (" 1.5MiB/s ", 1_572_864),
             ("1G", 1 << 30), ("4096B", 4096), ("1", 1024),
         ]
         for (text, bytes) in rows {
