@@ -136,7 +136,7 @@ struct ChangeHook: Sendable {
         let exited = status & 0x7f == 0
         let how = exited ? "exited with status \((status >> 8) & 0xff)" : "was killed by signal \(status & 0x7f)"
         if exited && (status >> 8) & 0xff == 0 {
-            logger.info("\(target): on-change hook \(arguments[0]) ran for \(changedPaths.count) changed paths")
+            logger.info("\(target): on-change hook \(arguments[0]) ran for \(CountText.of(changedPaths.count, "changed path"))")
             return .succeeded
         }
         // A stop cut it short: Folio's own (a hook that is a shell script exits 143 on the SIGTERM rather than
