@@ -154,6 +154,14 @@ public final class Destination: Sendable {
         guard lstat(path, &info) == 0 else {
             return "destination \(path) does not exist, though folio's earlier runs left \(left) there: is its drive mounted? nothing was made; if it was removed on purpose, run with --force to mirror into it anew"
         }
+        // A folder that holds entries but not the marker is more likely a mirror whose .folio was deleted than an
+        // empty mountpoint: said so, with the same way past the guard.
+        let root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let held = root >= 0 ? names(in: root).filter { $0 != Array(".folio".utf8) }.count : 0
+        if root >= 0 { close(root) }
+        if held > 0 {
+            return "destination \(path) lacks .folio/partial, which folio's earlier runs left there with \(left) (it holds \(held == 1 ? "1 entry" : "\(held) entries")): is it the folder folio mirrored into, with its .folio removed, or another drive mounted there? nothing was changed; if it is the mirror, run with --force to mirror into it again"
+        }
         return "destination \(path) holds nothing of folio's earlier runs (they left \(left) and .folio/partial there): is its drive mounted? nothing was changed; if the folder was emptied on purpose, run with --force to mirror into it anew"
     }
 

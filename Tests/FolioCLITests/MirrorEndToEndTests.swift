@@ -839,6 +839,23 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(FixtureTree.listing(work.path("usb/.folio/trash")), [], "the files already there were adopted")
     }
 
+    /// A mirror whose `.folio` was deleted still holds its files: the refusal says so rather than asking whether
+    /// the drive is mounted, and `--force` takes the files there as they are (adopted, nothing fetched again).
+    func testAMirrorWhoseFolioFolderWasDeletedIsRefusedWithItsOwnLine() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        FixtureTree.write(work.path("src"), "b.txt", "b")
+        let path = work.path("dst")
+        XCTAssertEqual(FolioBinary.run(["mirror", work.path("src"), path], environment: environment).status, 0)
+        try FileManager.default.removeItem(atPath: work.path("dst/.folio"))
+        let refused = FolioBinary.run(["mirror", work.path("src"), path], environment: environment)
+        XCTAssertEqual(refused.status, 4, refused.stdout)
+        XCTAssertEqual(refused.stderrLines, ["mirror:\(path): refused: destination \(path) lacks .folio/partial, which folio's earlier runs left there with 2 entries (it holds 2 entries): is it the folder folio mirrored into, with its .folio removed, or another drive mounted there? nothing was changed; if it is the mirror, run with --force to mirror into it again"])
+        let forced = FolioBinary.run(["mirror", work.path("src"), path, "--force"], environment: environment)
+        XCTAssertEqual(forced.status, 0, forced.stderr)
+        XCTAssertEqual(forced.stdoutLines.last?.contains("added"), false, forced.stdout)
+        XCTAssertEqual(FixtureTree.listing(work.path("dst/.folio/trash")), [])
+    }
+
     /// A destination that holds nothing of the runs the state database remembers is a drive that is not mounted:
     /// whether the destination is the drive's mountpoint (left an empty folder) or a folder on it (then missing,
     /// with the folders above it), the run is refused, exit 4, leaves nothing behind on the disk beneath (not
