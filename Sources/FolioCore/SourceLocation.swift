@@ -45,6 +45,12 @@ public struct SourceLocation: Sendable, Equatable, CustomStringConvertible {
         guard let path = Self.percentDecoded(rawPath) else {
             throw ParseError(message: "source \(Self.redacted(text)) has a bad %-escape or encodes / or NUL in its path")
         }
+        // An HTTP URL's `.` and `..` are resolved by the client before it asks (libcurl does), so the folder asked
+        // for is not the one written, and every name the server then lists lies outside the one written. (SFTP's
+        // go to the server's realpath, which resolves them as meant.)
+        guard !["http", "https"].contains(scheme) || !path.split(separator: "/", omittingEmptySubsequences: false).contains(where: { $0 == "." || $0 == ".." }) else {
+            throw ParseError(message: "source \(Self.redacted(text)) has . or .. in its path; write the folder's path without them")
+        }
         var user: String?
         if let at = authority.lastIndex(of: "@") {
             let userInfo = authority[..<at]

@@ -254,6 +254,8 @@ final class ConfigTests: XCTestCase {
                                 ("https://user:S3cret/PW@127.0.0.1/path/", "bad port in https://…@127.0.0.1/path/; write host:port with a number from 1 to 65535"),
                                 ("sftp://[me:pa/ss@host/x", "source sftp://…@host/x has a host with an unclosed ["),
                                 ("https://me:pa/s%zz@host/", "source https://…@host/ has a bad %-escape or encodes / or NUL in its path"),
+                                ("https://h/src/%2e%2e/", "source https://h/src/%2e%2e/ has . or .. in its path; write the folder's path without them"),
+                                ("http://h/a/../../etc/", "source http://h/a/../../etc/ has . or .. in its path; write the folder's path without them"),
                                 ("me:secret@nas:/srv", "source \"…@nas:/srv\" is neither an absolute path nor a URL; write /path, sftp://host/path or https://host/path")] {
             XCTAssertThrowsError(try SourceLocation(parsing: text), text) { error in
                 XCTAssertEqual((error as? SourceLocation.ParseError)?.message, message)
