@@ -329,9 +329,13 @@ struct DownloadStage: Sendable {
                 try connection.download(entry, into: sink, from: offset)
             }
         } catch {
-            // What arrived stays in the partial file for the next run to resume from.
+            // What arrived stays in the partial file for the next run to resume from...
             try? sink.finish()
             close(fd)
+            // ...but for bytes of a version the source no longer has (it said so: changed while it was copied, a
+            // resume refused with 416). Kept, a listing that still names the old version had them resumed and
+            // joined to another's, a whole torn file installed as complete, or the 416 met again on every run.
+            if (error as? SourceError)?.code == .changed { destination.discardPartial(named: name) }
             throw error
         }
         let sealed = try destination.seal(sink, partialName: name, as: entry)
