@@ -150,8 +150,14 @@ enum ExecListing {
                 }
                 cursor = afterPath
             }
+            // No record of a real tree is that long (a path past PATH_MAX is no path): rescanned at every read, a
+            // hostile one of megabytes would take time in the square of its length.
+            if unread.count - cursor > Self.longestRecord { malformed = true }
             return !malformed
         }
+
+        /// The most bytes one record (or the root's line) may take.
+        static let longestRecord = 64 << 10
     }
 
     /// A non-negative decimal integer of at most 18 digits.

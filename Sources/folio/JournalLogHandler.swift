@@ -1,7 +1,7 @@
+import FolioCore
 import Foundation
 import Glibc
 import Logging
-import FolioCore
 
 /// Writes one line per log message to standard error, for journald. Under systemd (`JOURNAL_STREAM` set) each
 /// line starts with its syslog priority (`<6>`), which journald turns into the entry's level and strips;

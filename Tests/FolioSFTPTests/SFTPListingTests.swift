@@ -415,6 +415,8 @@ final class SFTPListingTests: SFTPTestCase {
         XCTAssertNil(Self.parse(Array("/srv\n\u{0}f\u{0}6\u{0}1\u{0}/etc/passwd\u{0}folio-listing-end\u{0}".utf8)), "absolute path")
         XCTAssertNil(Self.parse(Array("/srv\n\u{0}ff\u{0}6\u{0}1\u{0}a\u{0}folio-listing-end\u{0}".utf8)), "a type of two letters")
         XCTAssertNil(Self.parse(good + Array("f\u{0}".utf8)), "bytes after the end marker")
+        XCTAssertNil(Self.parse(Array("/srv\n\u{0}f\u{0}6\u{0}1\u{0}".utf8) + [UInt8](repeating: 0x61, count: 100_000) + [0] + Array("folio-listing-end\u{0}".utf8), readsOf: 4_096),
+                     "a record longer than any path")
         XCTAssertNil(Self.parse([]), "nothing at all (exec refused, or the root cannot be entered)")
         let farOff = Self.parse(Array("/srv\n\u{0}f\u{0}6\u{0}99999999999.5\u{0}a\u{0}f\u{0}6\u{0}-99999999999.5\u{0}b\u{0}folio-listing-end\u{0}".utf8))
         XCTAssertEqual(farOff?.records.map(\.mtime), [.latest, .earliest], "times past 2262 or before 1677 are held at the nearest end")
