@@ -182,7 +182,9 @@ struct EntryClassifier: Sendable {
                 return
             }
             out.found.append(Entry(path: path, kind: .folder, mtime: mtime, precision: .second))
-            out.folders.append(FolderJob(path: path, remote: real, chain: job.chain + [real]))
+            // The folder the link is in joins the chain with its target: a link further down that leads back to
+            // it (or above it) is a loop there, as a local source finds it, not one level later.
+            out.folders.append(FolderJob(path: path, remote: real, chain: job.chain + [job.remote, real]))
         default:
             out.found.note(ListingIssue(path: path.description, kind: .skipped("not a regular file, folder or link (FIFO, socket or device)")))
         }

@@ -5,7 +5,8 @@ struct FolderJob: Sendable {
     var path: RelativePath
     /// The folder's real path on the server (no symlinks in it).
     var remote: [UInt8]
-    /// Real paths of the followed symlink targets above this folder, for loop detection.
+    /// Real paths of the followed symlinks' targets above this folder, and of the folders holding those links, for
+    /// loop detection.
     var chain: [[UInt8]]
 }
 

@@ -27,6 +27,11 @@ final class SFTPListingTests: SFTPTestCase {
         ] {
             XCTAssertEqual(symlink(target, root + "/links/" + name), 0)
         }
+        // Two links that lead to each other's folder.
+        FixtureTree.write(root, "cycle/a/x.txt", "x\n", mtime: (1_600_000_008, 0))
+        FixtureTree.write(root, "cycle/b/y.txt", "y\n", mtime: (1_600_000_009, 0))
+        XCTAssertEqual(symlink("../b", root + "/cycle/a/to-b"), 0)
+        XCTAssertEqual(symlink("../a", root + "/cycle/b/to-a"), 0)
     }
 
     func testExecAndReaddirListingsAreEqual() async throws {
@@ -42,7 +47,8 @@ final class SFTPListingTests: SFTPTestCase {
             XCTAssertEqual(byExec.issues.map(\.description).sorted(), byReaddir.issues.map(\.description).sorted(), "issues, symlinks = \(policy)")
             XCTAssertEqual(summary(bySessions), summary(byReaddir), "entries over libssh2's SFTP, symlinks = \(policy)")
             XCTAssertEqual(bySessions.issues.map(\.description).sorted(), byReaddir.issues.map(\.description).sorted(), "issues over libssh2's SFTP, symlinks = \(policy)")
-            XCTAssertTrue(byExec.entries.allSatisfy { $0.kind != .file || $0.path.description.hasPrefix("links/") || $0.precision == .nanosecond })
+            XCTAssertTrue(byExec.entries.allSatisfy { $0.kind != .file || $0.path.description.hasPrefix("links/") || $0.path.description.contains("/to-") || $0.precision == .nanosecond },
+                          "only what a followed link leads to has SFTP's whole seconds")
             XCTAssertEqual(byExec.entry(at: try RelativePath(validating: "a.txt"))?.mtime, FileTime(seconds: 1_600_000_000, nanoseconds: 123_456_789))
 
             let paths = byReaddir.entries.map(\.path.description)
@@ -70,6 +76,11 @@ final class SFTPListingTests: SFTPTestCase {
                 XCTAssertEqual(byReaddir.entry(at: try RelativePath(validating: "links/to-file"))?.size, 6)
                 XCTAssertEqual(byReaddir.entry(at: try RelativePath(validating: "links/to-folder"))?.kind, .folder)
                 XCTAssertEqual(byReaddir.entry(at: try RelativePath(validating: "links/to-folder/inner.txt"))?.size, 6)
+                // A link back to a folder the path already went through is a loop at once, as a local source
+                // sees it: it was followed once more, and the other folder copied into itself.
+                XCTAssertEqual(byReaddir.entry(at: try RelativePath(validating: "cycle/a/to-b/y.txt"))?.size, 2)
+                XCTAssertTrue(byReaddir.issues.contains(ListingIssue(path: "cycle/a/to-b/to-a", kind: .skipped("symbolic link loop"))), "\(byReaddir.issues)")
+                XCTAssertFalse(paths.contains { $0.hasPrefix("cycle/a/to-b/to-a/") || $0.hasPrefix("cycle/b/to-a/to-b/") }, "\(paths)")
             }
         }
     }
