@@ -92,7 +92,7 @@ public struct SourceLocation: Sendable, Equatable, CustomStringConvertible {
             description = "sftp://" + (user.map { "\($0)@" } ?? "") + String(authority) + rawPath
         case "http", "https":
             guard !host.isEmpty else { throw ParseError(message: "source \(Self.redacted(text)) has no host") }
-            guard user == nil else { throw ParseError(message: "source URL contains a user name; use the username key instead") }
+            guard user == nil else { throw ParseError(message: "source URL contains a user name; use the username key instead (folio mirror: --username)") }
             let secure = scheme == "https"
             let url = scheme + "://" + String(authority) + rawPath
             kind = .http(secure: secure, host: host, port: port ?? (secure ? 443 : 80), path: path, url: url)
