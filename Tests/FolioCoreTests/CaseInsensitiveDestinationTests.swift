@@ -26,6 +26,8 @@ final class CaseInsensitiveDestinationTests: XCTestCase {
     }
 
     override func tearDownWithError() throws {
+        // The folder goes once the image is unmounted (XCTest keeps every test case object to the end).
+        defer { (image, scratch) = (nil, nil) }
         try image?.unmount()
     }
 

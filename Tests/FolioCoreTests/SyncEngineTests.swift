@@ -18,6 +18,10 @@ final class SyncEngineTests: XCTestCase {
         target.transfers = 3
     }
 
+    // Why: XCTest keeps every test case object until the process ends, so a folder held by one is never removed
+    // (each run of the suite left gigabytes of them in the temp folder).
+    override func tearDown() { destination = nil }
+
     private func run(force: Bool = false, dryRun: Bool = false) async -> RunReport {
         await SyncEngine(state: state, events: EventRecorder()).run(target, source: source, options: .init(trigger: .manual, dryRun: dryRun, force: force))
     }

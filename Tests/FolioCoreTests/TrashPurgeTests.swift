@@ -14,6 +14,10 @@ final class TrashPurgeTests: XCTestCase {
         destination = TemporaryDirectory("trash-purge")
     }
 
+    // Why: XCTest keeps every test case object until the process ends, so a folder held by one is never removed
+    // (each run of the suite left gigabytes of them in the temp folder).
+    override func tearDown() { destination = nil }
+
     /// Mirrors three files, then removes one at the source: the run moves it to a trash folder of its own.
     /// Returns that folder's name and the clocks it read.
     private func trashOneFile() async throws -> (run: String, reading: ClockReading) {

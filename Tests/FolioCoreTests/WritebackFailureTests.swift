@@ -36,6 +36,8 @@ final class WritebackFailureTests: XCTestCase {
     }
 
     override func tearDownWithError() throws {
+        // The folder goes once its mounts are gone (XCTest keeps every test case object to the end).
+        defer { scratch = nil }
         for folder in mounted { try LoopbackServer.run("umount", ["--lazy", folder]) }
     }
 

@@ -17,6 +17,10 @@ final class SFTPEndToEndTests: XCTestCase {
         environment = ["FOLIO_STATE_DIR": work.path("state"), "SSH_AUTH_SOCK": ""]
     }
 
+    // Why: XCTest keeps every test case object until the process ends, so a folder held by one is never removed
+    // (each run of the suite left gigabytes of them in the temp folder).
+    override func tearDown() { work = nil }
+
     private func mirror(_ server: SSHServer, _ source: String, identity: String? = nil, knownHosts: String? = nil, json: Bool = true, extra: [String] = []) -> [String] {
         ["mirror", server.url(source), work.path("dst"), "--identity", identity ?? server.userKeyPath,
          "--known-hosts", knownHosts ?? server.knownHostsPath] + (json ? ["--json"] : []) + extra
