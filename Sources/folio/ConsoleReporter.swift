@@ -114,10 +114,13 @@ final class ConsoleReporter: SyncEventSink, @unchecked Sendable {
         case .fileDone:
             break
         case .fileFailed(let target, _, let message):
-            var failures = 0
-            update(target) { $0.failures += 1; failures = $0.failures }
-            if let line = Summary.failureLine(failures, target: target, line: "\(target): \(message)") {
-                printAboveBlock(line, toError: true)
+            // Counted and printed under one hold of the lock: failures come from several workers at once, and the
+            // eleventh's "more files failed" could be printed before the tenth's own line.
+            let line = Self.shown("\(target): \(message)")
+            state.withLock { state in
+                var failures = 0
+                Self.change(target, in: &state) { $0.failures += 1; failures = $0.failures }
+                if let line = Summary.failureLine(failures, target: target, line: line) { printLocked(line, toError: true, &state) }
             }
         case .notice(let target, let message):
             printAboveBlock("\(target): \(message)", toError: false)
@@ -129,14 +132,16 @@ final class ConsoleReporter: SyncEventSink, @unchecked Sendable {
     }
 
     private func update(_ target: String, _ change: (inout TargetState) -> Void) {
-        state.withLock { state in
-            if let index = state.targets.firstIndex(where: { $0.name == target }) {
-                change(&state.targets[index].state)
-            } else {
-                var fresh = TargetState()
-                change(&fresh)
-                state.targets.append((target, fresh))
-            }
+        state.withLock { state in Self.change(target, in: &state, change) }
+    }
+
+    private static func change(_ target: String, in state: inout State, _ change: (inout TargetState) -> Void) {
+        if let index = state.targets.firstIndex(where: { $0.name == target }) {
+            change(&state.targets[index].state)
+        } else {
+            var fresh = TargetState()
+            change(&fresh)
+            state.targets.append((target, fresh))
         }
     }
 
@@ -189,18 +194,23 @@ final class ConsoleReporter: SyncEventSink, @unchecked Sendable {
     }
 
     private func printAboveBlock(_ line: String, toError: Bool) {
-        // Text only, one line: a message may quote a server (a status text, a header), whose newline would forge a
-        // line of output and whose escape sequences would drive the terminal. Names are already shown so.
-        let line = RelativePath.display(line.utf8)
-        state.withLock { state in
-            if mode == .terminal && state.drawnLines > 0 {
-                write(String(repeating: "\u{1B}[1A\u{1B}[2K", count: state.drawnLines) + "\r")
-                state.drawnLines = 0
-            }
-            if toError { FileDescriptorOutput.writeToStandardError(line + "\n") } else { write(line + "\n") }
-            if mode == .terminal { redraw(&state) }
-        }
+        let line = Self.shown(line)
+        state.withLock { state in printLocked(line, toError: toError, &state) }
     }
+
+    /// `line` above the live block, with the lock held.
+    private func printLocked(_ line: String, toError: Bool, _ state: inout State) {
+        if mode == .terminal && state.drawnLines > 0 {
+            write(String(repeating: "\u{1B}[1A\u{1B}[2K", count: state.drawnLines) + "\r")
+            state.drawnLines = 0
+        }
+        if toError { FileDescriptorOutput.writeToStandardError(line + "\n") } else { write(line + "\n") }
+        if mode == .terminal { redraw(&state) }
+    }
+
+    /// A line as text only, on one line: a message may quote a server (a status text, a header), whose newline
+    /// would forge a line of output and whose escape sequences would drive the terminal. Names are already shown so.
+    private static func shown(_ line: String) -> String { RelativePath.display(line.utf8) }
 
     private static func progressLine(_ name: String, _ state: TargetState) -> String {
         guard state.stage == "downloading", let plan = state.plan, let progress = state.progress else {
