@@ -66,12 +66,13 @@ final class LogReporter: SyncEventSink {
         case .fileDone(let target, let path, let bytes):
             logger.trace("\(target): copied \(path) (\(ByteCount.format(bytes)))")
         case .fileFailed(let target, let path, let message):
-            let failures = state.withLock { state in
+            // Counted and logged under one hold of the lock, as by hand (`ConsoleReporter`): failures come from
+            // several workers at once, and the eleventh's "more files failed" could be logged before the tenth.
+            state.withLock { state in
                 state.live[target, default: Live()].failures += 1
-                return state.live[target]!.failures
-            }
-            if let line = Summary.failureLine(failures, target: target, line: "\(target): \(path): \(message)") {
-                logger.warning("\(line)")
+                if let line = Summary.failureLine(state.live[target]!.failures, target: target, line: "\(target): \(path): \(message)") {
+                    logger.warning("\(line)")
+                }
             }
         case .notice(let target, let message):
             logger.notice("\(target): \(message)")

@@ -15,8 +15,7 @@ final class MirrorEndToEndTests: XCTestCase {
         environment = ["FOLIO_STATE_DIR": work.path("state")]
     }
 
-    // Why: XCTest keeps every test case object until the process ends, so a folder held by one is never removed
-    // (each run of the suite left gigabytes of them in the temp folder).
+    // See `TemporaryDirectory`: the folder goes now, not at the process's end.
     override func tearDown() { work = nil }
 
     func testOddNamesArrivedExactlyWithTheirTimes() throws {

@@ -18,7 +18,7 @@ final class CoarseTimeDestinationTests: XCTestCase {
     }
 
     override func tearDownWithError() throws {
-        // The folder goes once the image is unmounted (XCTest keeps every test case object to the end).
+        // The folder goes once the image is unmounted (see `TemporaryDirectory`).
         defer { (image, scratch) = (nil, nil) }
         try image?.unmount()
     }

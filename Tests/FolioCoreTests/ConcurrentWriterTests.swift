@@ -20,8 +20,7 @@ final class ConcurrentWriterTests: XCTestCase {
         for name in ["a.txt", "b.txt", "c.txt"] { memory.setFile("docs/\(name)", "source \(name)") }
     }
 
-    // Why: XCTest keeps every test case object until the process ends, so a folder held by one is never removed
-    // (each run of the suite left gigabytes of them in the temp folder).
+    // See `TemporaryDirectory`: the folder goes now, not at the process's end.
     override func tearDown() { destination = nil }
 
     private func run(_ intrude: @escaping @Sendable (String) -> Void = { _ in }) async -> RunReport {

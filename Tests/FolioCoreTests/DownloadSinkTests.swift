@@ -10,8 +10,7 @@ final class DownloadSinkTests: XCTestCase {
     private let path = try! RelativePath(validating: "film.mkv")
 
     override func setUp() { folder = TemporaryDirectory("sink") }
-    // Why: XCTest keeps every test case object until the process ends, so a folder held by one is never removed
-    // (each run of the suite left gigabytes of them in the temp folder).
+    // See `TemporaryDirectory`: the folder goes now, not at the process's end.
     override func tearDown() { folder = nil }
 
     /// Bytes that do not repeat with any power-of-two period, so a block written at the wrong offset shows.

@@ -18,8 +18,7 @@ final class SyncEngineTests: XCTestCase {
         target.transfers = 3
     }
 
-    // Why: XCTest keeps every test case object until the process ends, so a folder held by one is never removed
-    // (each run of the suite left gigabytes of them in the temp folder).
+    // See `TemporaryDirectory`: the folder goes now, not at the process's end.
     override func tearDown() { destination = nil }
 
     private func run(force: Bool = false, dryRun: Bool = false) async -> RunReport {

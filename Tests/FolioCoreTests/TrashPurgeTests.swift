@@ -14,8 +14,7 @@ final class TrashPurgeTests: XCTestCase {
         destination = TemporaryDirectory("trash-purge")
     }
 
-    // Why: XCTest keeps every test case object until the process ends, so a folder held by one is never removed
-    // (each run of the suite left gigabytes of them in the temp folder).
+    // See `TemporaryDirectory`: the folder goes now, not at the process's end.
     override func tearDown() { destination = nil }
 
     /// Mirrors three files, then removes one at the source: the run moves it to a trash folder of its own.

@@ -36,7 +36,7 @@ final class WritebackFailureTests: XCTestCase {
     }
 
     override func tearDownWithError() throws {
-        // The folder goes once its mounts are gone (XCTest keeps every test case object to the end).
+        // The folder goes once its mounts are gone (see `TemporaryDirectory`).
         defer { scratch = nil }
         for folder in mounted { try LoopbackServer.run("umount", ["--lazy", folder]) }
     }

@@ -17,8 +17,7 @@ final class SFTPEndToEndTests: XCTestCase {
         environment = ["FOLIO_STATE_DIR": work.path("state"), "SSH_AUTH_SOCK": ""]
     }
 
-    // Why: XCTest keeps every test case object until the process ends, so a folder held by one is never removed
-    // (each run of the suite left gigabytes of them in the temp folder).
+    // See `TemporaryDirectory`: the folder goes now, not at the process's end.
     override func tearDown() { work = nil }
 
     private func mirror(_ server: SSHServer, _ source: String, identity: String? = nil, knownHosts: String? = nil, json: Bool = true, extra: [String] = []) -> [String] {

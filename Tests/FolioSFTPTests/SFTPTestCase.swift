@@ -26,8 +26,7 @@ class SFTPTestCase: XCTestCase {
     /// needs its own known_hosts line, with the server's key: written in a temporary folder of its own.
     func source(_ server: SSHServer, _ root: String, through proxy: DelayProxy) throws -> SFTPSource {
         let folder = TemporaryDirectory("known-hosts-proxy")
-        // Removed at the test's end: XCTest keeps a test's teardown blocks, and with them the folder, to the end of
-        // the process, so a block that only held it left one behind per test.
+        // Removed at the test's end (see `TemporaryDirectory`): a block that only held it kept it to the process's end.
         addTeardownBlock { try? FileManager.default.removeItem(atPath: folder.path) }
         let line = try String(contentsOfFile: server.knownHostsPath, encoding: .utf8)
         FixtureTree.write(folder.path, "known_hosts", line.replacingOccurrences(of: "]:\(server.port) ", with: "]:\(proxy.port) "))

@@ -1,7 +1,9 @@
 import Foundation
 import Glibc
 
-/// A folder under the system temp directory, removed when the test is done with it.
+/// A folder under the system temp directory, removed when the last reference to it goes. A test case that keeps
+/// one as a property drops it in `tearDown`: XCTest keeps every test case object, and its teardown blocks, to the
+/// end of the process, so a folder held there was never removed (each run of the suite left gigabytes of them).
 public final class TemporaryDirectory: @unchecked Sendable {
     // Why @unchecked: `url` is immutable after init; removal happens once, in deinit.
     public let url: URL
