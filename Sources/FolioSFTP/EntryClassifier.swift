@@ -9,15 +9,16 @@ struct EntryClassifier: Sendable {
     let options: ListingOptions
 
     /// Lists one folder by SFTP readdir; `next`, the folder this session lists after it, is opened meanwhile.
-    func list(_ job: FolderJob, next: FolderJob?, _ session: SSHSession) throws(SourceError) -> FolderListing {
+    func list(_ job: FolderJob, next: FolderJob?, _ session: SSHSession, paths: inout PathArena) throws(SourceError) -> FolderListing {
         let items: Result<[(name: [UInt8], attributes: RemoteAttributes)], LibSSH2Error>
         do { items = .success(try session.listFolder(job.remote, next: next?.remote)) } catch { items = .failure(error) }
-        return try classify(job, items, session)
+        return try classify(job, items, session, paths: &paths)
     }
 
-    /// Classifies what readdir gave for one folder: its names, or why it could not be read.
+    /// Classifies what readdir gave for one folder: its names, or why it could not be read. The entries' paths are
+    /// packed into `paths`, the calling thread's arena (one allocation each cost 1.6 MB more at 100,000 entries).
     func classify(_ job: FolderJob, _ listed: Result<[(name: [UInt8], attributes: RemoteAttributes)], LibSSH2Error>,
-                  _ session: SSHSession) throws(SourceError) -> FolderListing {
+                  _ session: SSHSession, paths: inout PathArena) throws(SourceError) -> FolderListing {
         let items: [(name: [UInt8], attributes: RemoteAttributes)]
         switch listed {
         case .success(let names):
@@ -31,7 +32,7 @@ struct EntryClassifier: Sendable {
         for (name, attributes) in items {
             if name == [UInt8(ascii: ".")] || name == [UInt8(ascii: "."), UInt8(ascii: ".")] { continue }
             let path: RelativePath
-            do { path = try job.path.appending(name: name) } catch {
+            do { path = try job.path.appending(name: name, in: &paths) } catch {
                 out.found.note(Self.nameIssue(parent: job.path, name: name, error))
                 continue
             }

@@ -105,11 +105,12 @@ struct SFTPLister: Sendable {
                         }
                         return (index, try await worker.run { session in
                             var found = FolderListing()
+                            var paths = PathArena()
                             // Why a job ahead: its folder's open rides with this one's readdir (see `listFolder`).
                             var job = queue.next()
                             while let current = job {
                                 job = queue.next()
-                                found.merge(try classifier.list(current, next: job, session))
+                                found.merge(try classifier.list(current, next: job, session, paths: &paths))
                             }
                             return found
                         })
@@ -217,8 +218,9 @@ struct SFTPLister: Sendable {
     static func pipeListing(_ jobs: [FolderJob], _ session: SSHSession, _ classifier: EntryClassifier) throws(SourceError) -> FolderListing? {
         try overPipe(session, doing: "listing", remote: jobs[0].remote) { pipe in
             var listing = FolderListing()
+            var paths = PathArena()
             try SFTPFolderWalk.walk(jobs, over: pipe) { job, listed in
-                let found = try classifier.classify(job, listed, session)
+                let found = try classifier.classify(job, listed, session, paths: &paths)
                 listing.found.merge(found.found)
                 return found.folders
             }
