@@ -69,6 +69,9 @@ final class CurlEasy {
         var isCancellation: Bool { code == Int32(CURLE_ABORTED_BY_CALLBACK.rawValue) }
         /// Nothing (or next to nothing) came for the whole timeout, connecting or waiting for the answer.
         var isTimeout: Bool { code == Int32(CURLE_OPERATION_TIMEDOUT.rawValue) }
+        /// The answer came, but its bytes slower than 1 a second for the whole timeout (`CURLOPT_LOW_SPEED_LIMIT`):
+        /// the server or the link is stalling, not down.
+        var isTooSlow: Bool { isTimeout && text.hasPrefix("Operation too slow") }
         /// What answered was not HTTP: a port that serves another protocol (an SSH banner, say), which libcurl reads
         /// as HTTP/0.9 and refuses.
         var isNotHTTP: Bool { code == Int32(CURLE_UNSUPPORTED_PROTOCOL.rawValue) && text.contains("HTTP/0.9") }

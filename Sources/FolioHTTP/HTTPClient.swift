@@ -164,6 +164,10 @@ final class HTTPClient: Sendable {
             return SourceError(.unreachable, "\(url) does not answer in HTTP on that port (\(failure)); check the URL's port (it may be another service's, such as SSH's), else the server sent a malformed answer (its log may say why)",
                                underlying: failure.description)
         }
+        if failure.isTooSlow {
+            return SourceError(.unreachable, "\(url) came slower than 1 byte a second for \(settings.stallTimeout) s (\(attempts == 1 ? "1 try" : "\(attempts) tries")): the server or the link is stalling; check the server's load and the link, or raise timeout",
+                               underlying: failure.description)
+        }
         if failure.isTimeout {
             return SourceError(.unreachable, "no answer from \(url) within \(settings.stallTimeout) s (\(attempts == 1 ? "1 try" : "\(attempts) tries")): \(failure); check that the server is up and the URL is right, or raise timeout",
                                underlying: failure.description)
