@@ -426,6 +426,12 @@ final class SSHSession {
     /// The one-line error for a failed operation on a remote path.
     func sourceError(_ error: LibSSH2Error, doing action: String, remote: [UInt8], path: RelativePath? = nil) -> SourceError {
         let where_ = endpoint.url(remote)
+        if error.isTimeout {
+            // Why not "lost the connection": the connection is up as far as anyone can tell, and a server stuck on
+            // its disk (a NAS's sleeping drive, a hung share) is the usual cause, which "check the network" hides.
+            return SourceError(.unreachable, "\(endpoint.hostURL) sent nothing for \(endpoint.timeoutSeconds) s while \(action) \(where_); the server is stuck (on a slow disk or share?) or the link is down: check both, or raise timeout",
+                               path: path, underlying: error.description)
+        }
         if error.isConnectionLoss {
             return SourceError(.unreachable, "lost the connection to \(endpoint.hostURL) while \(action) \(where_) (\(LibSSH2Error.name(of: error.code))); check the network and the server, then run again",
                                path: path, underlying: error.description)

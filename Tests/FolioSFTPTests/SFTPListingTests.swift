@@ -393,6 +393,21 @@ final class SFTPListingTests: SFTPTestCase {
         XCTAssertGreaterThan(ContinuousClock.now - started, .seconds(6), "the listing went through the slow find")
     }
 
+    /// A server that says nothing for longer than the timeout while it lists (a NAS stuck on a disk or a share)
+    /// fails the listing with a line that says the server went silent, not that the connection was lost: the
+    /// connection is up, and the place to look is the server.
+    func testAServerSilentForLongerThanTheTimeoutIsSaidToBeSilent() async throws {
+        let tools = TemporaryDirectory("tools-stuck-find")
+        FixtureTree.write(tools.path, "find", "#!/bin/sh\nsleep 8\n")
+        XCTAssertEqual(chmod(tools.path("find"), 0o755), 0)
+        let server = try SSHServer(commandPath: "\(tools.path):/usr/bin:/bin")
+        let served = TemporaryDirectory("sftp-stuck")
+        FixtureTree.write(served.path, "a.txt", "alpha\n")
+        let error = await snapshotError(try source(server, served.path, method: .execOnly, timeout: 2))
+        XCTAssertEqual(error?.code, .unreachable)
+        XCTAssertEqual(error?.message, "sftp://127.0.0.1:\(server.port) sent nothing for 2 s while listing sftp://\(server.user)@127.0.0.1:\(server.port)\(served.path); the server is stuck (on a slow disk or share?) or the link is down: check both, or raise timeout")
+    }
+
     /// A file the server lists without a size is unreadable: taken as empty, a 10-byte file was installed empty
     /// and then "unchanged" on every run.
     func testAFileListedWithoutASizeIsUnreadable() throws {
