@@ -42,26 +42,54 @@ public final class DownloadSink {
     private var directIOCandidate: Int64?
     private let writeCall: (Int32, UnsafeRawPointer, Int) -> Int
 
+    /// The partial file's last bytes before a resume, which the source's first bytes must repeat (see `resuming`);
+    /// empty once they did, or when the download starts at 0.
+    private var overlap: [UInt8]
+    private var overlapChecked = 0
+    /// Set when the source's bytes differed from `overlap`: the partial file holds another version's bytes.
+    public private(set) var metOtherVersion = false
+
     /// - Parameters:
     ///   - expectedSize: the size the source listed.
     ///   - directIO: whether a file large enough is written with direct I/O.
     ///   - writeCall: `write(2)`; tests pass one that writes short or fails, to drive the error paths.
+    ///   - overlap: the bytes just before `offset` in the file, which the source sends first (it is asked from
+    ///     `offset - overlap.count`) and which are compared, not written.
     init(fileDescriptor: Int32, offset: Int64, expectedSize: Int64, directIO: Bool, path: RelativePath, progress: TransferProgress,
-         writeCall: @escaping (Int32, UnsafeRawPointer, Int) -> Int = { Glibc.write($0, $1, $2) }) {
+         overlap: [UInt8] = [], writeCall: @escaping (Int32, UnsafeRawPointer, Int) -> Int = { Glibc.write($0, $1, $2) }) {
         self.writeCall = writeCall
         self.fileDescriptor = fileDescriptor
-        self.offset = offset
+        self.offset = offset - Int64(overlap.count)
+        self.overlap = overlap
         directIOCandidate = directIO ? expectedSize : nil
         self.path = path
         self.progress = progress
         self.writebackFrom = offset
     }
 
+    /// Whether the source's bytes are still being compared with the partial file's (`overlap`): they must come
+    /// through `write`, not be copied kernel-side into `fileDescriptor`.
+    public var isComparing: Bool { !overlap.isEmpty }
+
     deinit { staging?.deallocate() }
 
-    /// Appends bytes to the partial file.
+    /// Appends bytes to the partial file (after comparing the overlap of a resume).
     public func write(_ buffer: UnsafeRawBufferPointer) throws {
         try checkCancellation()
+        var buffer = buffer
+        if isComparing, !buffer.isEmpty {
+            let count = min(buffer.count, overlap.count - overlapChecked)
+            let same = overlap.withUnsafeBytes { memcmp($0.baseAddress! + overlapChecked, buffer.baseAddress!, count) == 0 }
+            guard same else {
+                metOtherVersion = true
+                throw SourceError(.changed, "\(path) is not the version its partial file began with", path: path)
+            }
+            overlapChecked += count
+            offset += Int64(count)
+            if overlapChecked == overlap.count { overlap = [] }
+            buffer = UnsafeRawBufferPointer(rebasing: buffer[count...])
+            if buffer.isEmpty { return }
+        }
         if let expectedSize = directIOCandidate {
             directIOCandidate = nil
             startDirectIO(expectedSize: expectedSize)
@@ -143,6 +171,7 @@ public final class DownloadSink {
     /// Accounts for bytes a source wrote to `fileDescriptor` itself (with `copy_file_range`, say).
     public func didWrite(byteCount: Int) {
         precondition(staged == 0, "bytes written to the partial file of \(path) in front of bytes still staged")
+        precondition(!isComparing, "bytes copied into the partial file of \(path) before its overlap was compared")
         account(byteCount: byteCount)
         if offset - writebackFrom >= Self.writebackStep {
             // Advice only: a failure here changes nothing, the flush before the rename still waits for the data.

@@ -316,17 +316,27 @@ struct DownloadStage: Sendable {
     private func transfer(_ download: SyncPlan.Download, with connection: any SourceConnection) throws -> Installer.Sealed {
         let entry = download.entry
         let name = Destination.partialName(for: entry)
-        let (fd, offset) = try destination.openPartial(named: name, expectedSize: entry.size, resumable: source.features.resumable)
+        let (fd, held) = try destination.openPartial(named: name, expectedSize: entry.size, resumable: source.features.resumable)
         progress.started(entry.path)
         defer { progress.ended(entry.path) }
-        let sink = DownloadSink(fileDescriptor: fd, offset: offset, expectedSize: entry.size, directIO: destination.takesDirectIO, path: entry.path,
-                                progress: progress)
+        let overlap = Self.overlap(of: fd, before: held)
+        var sink = DownloadSink(fileDescriptor: fd, offset: overlap == nil ? 0 : held, expectedSize: entry.size, directIO: destination.takesDirectIO,
+                                path: entry.path, progress: progress, overlap: overlap ?? [])
         do {
-            // A partial file that is already complete (a crash between flush and rename) needs no transfer, and
-            // an empty file has nothing to fetch: the listing's size and time are all it is. (Fetched, it needed
+            // An empty file has nothing to fetch: the listing's size and time are all it is. (Fetched, it needed
             // the server's SFTP: a bare shell account whose small files come by tar failed it on every run.)
-            if offset < entry.size {
-                try connection.download(entry, into: sink, from: offset)
+            if entry.size > 0 {
+                do {
+                    try connection.download(entry, into: sink, from: sink.offset)
+                } catch where sink.metOtherVersion {
+                    // The partial file began with another version of the same size and time: it starts over.
+                    guard ftruncate(fd, 0) == 0, lseek(fd, 0, SEEK_SET) == 0 else {
+                        throw Destination.error(errno, "cannot empty the partial file for \(entry.path)", path: entry.path)
+                    }
+                    sink = DownloadSink(fileDescriptor: fd, offset: 0, expectedSize: entry.size, directIO: destination.takesDirectIO, path: entry.path,
+                                        progress: progress)
+                    try connection.download(entry, into: sink, from: 0)
+                }
             }
         } catch {
             // What arrived stays in the partial file for the next run to resume from...
@@ -340,6 +350,31 @@ struct DownloadStage: Sendable {
         }
         let sealed = try destination.seal(sink, partialName: name, as: entry)
         return Installer.Sealed(download: download, partialName: name, inode: sealed.inode, mtime: sealed.mtime, bytes: sink.bytesTransferred)
+    }
+
+    /// The most of a partial file's bytes a resume asks for again, to compare (`overlap(of:before:)`).
+    static let overlapLength: Int64 = 64 << 10
+
+    /// The last bytes (up to `overlapLength`) of a partial file before `offset`, which a resume asks the source
+    /// for again and compares before it appends. Why: a partial file is named after its version's size, time and
+    /// tag, and a source whose times are whole seconds (nginx's WebDAV, an SFTP-only account) can have a file
+    /// rewritten within the second, same size, after a run stopped mid-file. Resumed blindly, the old version's
+    /// first part was joined to the new one's rest and installed, exit 0. A rewrite that leaves those bytes as
+    /// they were and changes only earlier ones is not seen; 64 KiB is a few milliseconds of most links. A
+    /// partial file left complete (a crash between its flush and its rename) is compared the same way. Empty
+    /// when there is nothing to resume; nil when the bytes cannot be read, and the file is then emptied, to be
+    /// fetched whole.
+    static func overlap(of fd: Int32, before offset: Int64) -> [UInt8]? {
+        guard offset > 0 else { return [] }
+        let length = Int(min(offset, overlapLength))
+        var bytes = [UInt8](repeating: 0, count: length)
+        let read = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, length, off_t(offset) - off_t(length)) }
+        guard read == length else {
+            _ = ftruncate(fd, 0)
+            _ = lseek(fd, 0, SEEK_SET)
+            return nil
+        }
+        return bytes
     }
 }
 

@@ -111,7 +111,8 @@ final class LocalConnection: SourceConnection {
         while remaining > 0 {
             try sink.checkCancellation()
             let chunk = Int(min(remaining, Int64(largestChunk)))
-            if useKernelCopy {
+            // A resume's overlap is compared through `write` first (see `DownloadSink.isComparing`).
+            if useKernelCopy, !sink.isComparing {
                 let copied = folio_copy_file_range(fd, &inputOffset, sink.fileDescriptor, nil, chunk)
                 if copied > 0 {
                     sink.didWrite(byteCount: copied)

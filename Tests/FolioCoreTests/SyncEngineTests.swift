@@ -117,7 +117,9 @@ final class SyncEngineTests: XCTestCase {
         let again = await run()
         XCTAssertEqual(again.result, .synced)
         XCTAssertEqual(held("a.txt"), "a 1700000000")
-        XCTAssertEqual(source.downloads.count, downloads, "installed from the partial file kept whole")
+        // Its bytes (all of them, as it is shorter than 64 KiB) are asked for again and compared with the partial
+        // file's before it is installed: one request, and no second copy.
+        XCTAssertEqual(source.downloads.map(\.1).suffix(from: downloads), [0], "installed from the partial file kept whole")
 
         await mirrorThreeFilesThenChangeTheSource()
         state.observeKeptChanges { _ in throw Full() }
@@ -178,9 +180,30 @@ final class SyncEngineTests: XCTestCase {
         var report = await run()
         if report.result != .synced { report = await run() }
         XCTAssertEqual(report.result, .synced, report.error ?? "")
-        XCTAssertEqual(source.downloads.map(\.1), [0, Int64(cut)], "resumed after the bytes that arrived, not after the last whole MiB")
+        // The resume asks again for the 64 KiB before its point, to compare them with the partial file's.
+        XCTAssertEqual(source.downloads.map(\.1), [0, Int64(cut) - 65_536], "resumed after the bytes that arrived, not after the last whole MiB")
         let arrived = content("film.mkv")
         XCTAssertTrue(arrived == film, "arrived \(arrived?.utf8.count ?? 0) bytes, not the listed \(film.utf8.count) exactly")
+    }
+
+    /// A partial file of another version with the same size and time (a source of whole seconds, the file
+    /// rewritten within the second after a run stopped mid-file) is not resumed: the 64 KiB before the resume
+    /// point are asked for again, differ, and the file starts over. Resumed blindly, the old version's first part
+    /// was joined to the new one's rest and installed, exit 0.
+    func testAPartialFileOfAnotherVersionWithTheSameSizeAndTimeStartsOver() async throws {
+        let old = String(repeating: "old version;", count: 20_000)
+        let new = String(repeating: "NEW VERSION;", count: 20_000)
+        source.setFile("film.mkv", new, mtime: FileTime(seconds: 1_700_000_000))
+        _ = try Destination(path: destination.path, create: true)
+        let file = Destination.partialName(for: Entry(path: try RelativePath(validating: "film.mkv"), kind: .file, size: Int64(new.utf8.count),
+                                                      mtime: FileTime(seconds: 1_700_000_000)))
+        FixtureTree.write(destination.path, ".folio/partial/\(file.prefix(1))/\(file)", String(old.prefix(100_000)))
+        let report = await run()
+        XCTAssertEqual(report.result, .synced, report.error ?? "")
+        XCTAssertEqual(report.failures.count, 0, "\(report.failures)")
+        XCTAssertTrue(content("film.mkv") == new, "the old version's bytes were kept")
+        XCTAssertEqual(source.downloads.map(\.1), [100_000 - 65_536, 0])
+        XCTAssertEqual(report.bytes, Int64(new.utf8.count), "the compared bytes count as fetched only once, in the whole file")
     }
 
     /// What stands at a partial file's name is written to only when it is a file of Folio's own. A FIFO there
@@ -365,19 +388,20 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertEqual(content("ok/new"), "n", "the rest still syncs")
     }
 
+    /// A partial file is resumed from its end, the 64 KiB before it asked for again and compared.
     func testAPartialFileIsResumedFromItsOffset() async throws {
-        let text = String(repeating: "0123456789", count: 1_000)
+        let text = String(repeating: "0123456789", count: 10_000)
         source.setFile("big.txt", text)
         let entry = try await source.snapshot(options: ListingOptions()).entry(at: RelativePath(validating: "big.txt"))!
         let name = Destination.partialName(for: entry)
-        FixtureTree.write(destination.path(".folio/partial/\(name.prefix(1))"), name, Array(text.utf8.prefix(4_000)))
+        FixtureTree.write(destination.path(".folio/partial/\(name.prefix(1))"), name, Array(text.utf8.prefix(80_000)))
         let stale = name.hasPrefix("f") ? "e0123456789abcde.part" : "f0123456789abcde.part"
         FixtureTree.write(destination.path(".folio/partial/\(stale.prefix(1))"), stale, "of a version gone from the source")
         let report = await run()
         XCTAssertEqual(report.result, .synced)
         XCTAssertNil(FixtureTree.read(destination.path(".folio/partial/\(stale.prefix(1))/\(stale)")), "a partial no download resumes goes first")
-        XCTAssertEqual(source.downloads.map(\.1), [4_000])
-        XCTAssertEqual(report.bytes, 6_000)
+        XCTAssertEqual(source.downloads.map(\.1), [80_000 - 65_536])
+        XCTAssertEqual(report.bytes, 20_000)
         XCTAssertEqual(content("big.txt"), text)
     }
 

@@ -88,13 +88,9 @@ final class HTTPMirrorCLITests: XCTestCase {
         XCTAssertEqual(server.requests(containing: "GET /json/").count - gets, folders + 1, "one index page per folder, no download")
     }
 
-    /// nginx killed mid-download: the run fails that file (nothing under its final name); the next run resumes
-    /// the partial file with Range, so only the missing bytes cross the wire.
-    func testKilledServerThenRerunResumesWithRange() throws {
-        let server = try NginxServer()
-        let content = FixtureTree.bytes(count: 2 << 20, seed: 11)
-        FixtureTree.write(server.servedRoot, "movie.bin", content, mtime: (1_700_000_000, 0))
-        let scratch = TemporaryDirectory("cli-killed")
+    /// Mirrors `movie.bin` from nginx's slow copy into `scratch`, and kills nginx once at least 300 KB of it
+    /// are in the partial file: the run fails that file, and nothing is under its final name. Restarts nginx.
+    private func killServerMidDownload(_ server: NginxServer, _ scratch: TemporaryDirectory) throws {
         let running = FolioBinary.start(["mirror", server.url("slow"), scratch.path("dest")], environment: ["FOLIO_STATE_DIR": scratch.path("state")])
         let partialFolder = scratch.path("dest/.folio/partial")
         var partialSize = 0
@@ -115,8 +111,17 @@ final class HTTPMirrorCLITests: XCTestCase {
         running.process.waitUntilExit()
         XCTAssertNotEqual(running.process.terminationStatus, 0)
         XCTAssertNil(FixtureTree.read(scratch.path("dest/movie.bin")), "a half file was installed")
-
         try server.start()
+    }
+
+    /// nginx killed mid-download: the run fails that file (nothing under its final name); the next run resumes
+    /// the partial file with Range, so only the missing bytes cross the wire.
+    func testKilledServerThenRerunResumesWithRange() throws {
+        let server = try NginxServer()
+        let content = FixtureTree.bytes(count: 2 << 20, seed: 11)
+        FixtureTree.write(server.servedRoot, "movie.bin", content, mtime: (1_700_000_000, 0))
+        let scratch = TemporaryDirectory("cli-killed")
+        try killServerMidDownload(server, scratch)
         let rerun = mirror(server.url("slow"), scratch)
         XCTAssertEqual(rerun.status, 0, rerun.stderr)
         XCTAssertEqual(FixtureTree.read(scratch.path("dest/movie.bin")), content)
@@ -125,7 +130,26 @@ final class HTTPMirrorCLITests: XCTestCase {
         let fields = last.split(separator: " ")
         let sent = fields.count > 4 ? Int(fields[3]) ?? -1 : -1
         XCTAssertTrue(last.hasPrefix("GET /slow/movie.bin 206 \(sent) range=bytes=\(content.count - sent)- if_range="), last)
-        XCTAssertGreaterThanOrEqual(content.count - sent, 300_000, "the re-run fetched more than the missing part: \(last)")
+        // Besides the missing part, the 64 KiB before it, which the re-run compares with the partial file's.
+        XCTAssertGreaterThanOrEqual(content.count - sent, 300_000 - 65_536, "the re-run fetched more than the missing part: \(last)")
+    }
+
+    /// nginx's validators are whole seconds and the size (its ETag is the two in hex): a file rewritten within
+    /// the second, same size, after a run stopped mid-file, has the same ones. The next run asks again for the
+    /// 64 KiB before its partial file's end, sees they differ, and fetches the file whole; resumed blindly, the
+    /// old version's first part was joined to the new one's rest and installed, exit 0.
+    func testAFileRewrittenWithinTheSecondAfterAKilledRunIsNotJoinedToItsPartialFile() throws {
+        let server = try NginxServer()
+        FixtureTree.write(server.servedRoot, "movie.bin", FixtureTree.bytes(count: 2 << 20, seed: 11), mtime: (1_700_000_000, 0))
+        let scratch = TemporaryDirectory("cli-rewritten")
+        try killServerMidDownload(server, scratch)
+        let rewritten = FixtureTree.bytes(count: 2 << 20, seed: 12)
+        FixtureTree.write(server.servedRoot, "movie.bin", rewritten, mtime: (1_700_000_000, 500_000_000))
+        let rerun = mirror(server.url("slow"), scratch)
+        XCTAssertEqual(rerun.status, 0, rerun.stderr)
+        XCTAssertTrue(FixtureTree.read(scratch.path("dest/movie.bin")) == rewritten, "the old version's first part was kept")
+        let gets = server.requests(containing: "GET /slow/movie.bin")
+        XCTAssertTrue(gets.last?.hasPrefix("GET /slow/movie.bin 200 \(rewritten.count) ") == true, "not fetched whole after the comparison: \(gets)")
     }
 
     func testHostileServerWritesNothingOutsideTheDestination() throws {
