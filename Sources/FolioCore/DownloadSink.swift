@@ -67,9 +67,11 @@ public final class DownloadSink {
         self.writebackFrom = offset
     }
 
-    /// Whether the source's bytes are still being compared with the partial file's (`overlap`): they must come
-    /// through `write`, not be copied kernel-side into `fileDescriptor`.
-    public var isComparing: Bool { !overlap.isEmpty }
+    /// How many of the source's next bytes are still to be compared with the partial file's (`overlap`): they
+    /// must come through `write`, not be copied kernel-side into `fileDescriptor`, and a source that copies
+    /// kernel-side writes exactly these, so that no byte is staged for direct I/O when it goes on.
+    public var bytesToCompare: Int { overlap.count - overlapChecked }
+    var isComparing: Bool { bytesToCompare > 0 }
 
     deinit { staging?.deallocate() }
 
@@ -86,7 +88,7 @@ public final class DownloadSink {
             }
             overlapChecked += count
             offset += Int64(count)
-            if overlapChecked == overlap.count { overlap = [] }
+            if overlapChecked == overlap.count { (overlap, overlapChecked) = ([], 0) }
             buffer = UnsafeRawBufferPointer(rebasing: buffer[count...])
             if buffer.isEmpty { return }
         }

@@ -111,8 +111,8 @@ final class LocalConnection: SourceConnection {
         while remaining > 0 {
             try sink.checkCancellation()
             let chunk = Int(min(remaining, Int64(largestChunk)))
-            // A resume's overlap is compared through `write` first (see `DownloadSink.isComparing`).
-            if useKernelCopy, !sink.isComparing {
+            // A resume's overlap is compared through `write` first (see `DownloadSink.bytesToCompare`).
+            if useKernelCopy, sink.bytesToCompare == 0 {
                 let copied = folio_copy_file_range(fd, &inputOffset, sink.fileDescriptor, nil, chunk)
                 if copied > 0 {
                     sink.didWrite(byteCount: copied)
@@ -129,7 +129,7 @@ final class LocalConnection: SourceConnection {
             }
             let buffer = self.buffer ?? UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
             self.buffer = buffer
-            let count = pread(fd, buffer.baseAddress, min(buffer.count, largestChunk, Int(remaining)), inputOffset)
+            let count = pread(fd, buffer.baseAddress, min(buffer.count, largestChunk, Int(remaining), useKernelCopy ? sink.bytesToCompare : .max), inputOffset)
             if count < 0 {
                 if errno == EINTR { continue }
                 throw fileError(entry.path, errno: errno, doing: "read")

@@ -185,6 +185,23 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(FixtureTree.listing(work.path("dst/.folio/partial")).filter { !$0.hasSuffix("/") }, [], "no partial file left")
     }
 
+    /// A large local file resumed from a partial file that ends on a 4 KiB boundary: the 64 KiB before that end are
+    /// read and compared, then the rest is copied kernel-side. The comparison's read once went on to write past
+    /// it, starting direct I/O with bytes staged, and the kernel copy then wrote behind them: folio crashed.
+    func testAResumedLargeLocalFileIsComparedThenCopiedKernelSide() throws {
+        let content = FixtureTree.bytes(count: 3 << 20, seed: 21)
+        FixtureTree.write(work.path("src"), "big.bin", content, mtime: (1_700_000_000, 123_456_789))
+        let entry = Entry(path: try RelativePath(validating: "big.bin"), kind: .file, size: Int64(content.count),
+                          mtime: FileTime(seconds: 1_700_000_000, nanoseconds: 123_456_789))
+        let name = Destination.partialName(for: entry)
+        FixtureTree.write(work.path("dst/.folio/partial/\(name.prefix(1))"), name, Array(content[..<(1 << 20)]))
+        let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("dst"), "--json"], environment: environment)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        XCTAssertTrue(FixtureTree.read(work.path("dst/big.bin")) == content, "not the source's bytes")
+        let done = try XCTUnwrap(outcome.events.last)
+        XCTAssertEqual(done["bytes"] as? Int, 2 << 20, "only the bytes after the partial file's were fetched")
+    }
+
     /// A machine whose wall clock is behind until NTP sets it (a Raspberry Pi without a battery, a kiosk back
     /// from storage) names its trash folder in the past. The next run, with the clock set, keeps that folder its
     /// full trash-days (the time since boot tells its age) rather than purging it at once.
