@@ -442,6 +442,12 @@ final class SSHSession {
         if error.isPermissionDenied {
             return SourceError(.permission, "cannot read \(where_): permission denied on the server; give \(endpoint.user) read access there", path: path, underlying: error.description)
         }
+        if error.sftpStatus == 4 {
+            // FX_FAILURE is sftp-server's status for any error it has no name for; libssh2's text for it ("SFTP
+            // READ error") says neither what nor where to look.
+            return SourceError(.protocolViolation, "the server failed while \(action) \(where_) (SFTP's catch-all status FX_FAILURE: a read error on its disk, or the name now a folder or a special file); the next run tries again; if it keeps failing, check the server's log for it",
+                               path: path, underlying: error.description)
+        }
         return SourceError(.protocolViolation, "\(action) \(where_) failed: \(error.message.isEmpty ? LibSSH2Error.name(of: error.code) : error.message)", path: path, underlying: error.description)
     }
 }

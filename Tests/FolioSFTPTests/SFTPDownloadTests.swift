@@ -57,6 +57,33 @@ final class SFTPDownloadTests: SFTPTestCase {
         XCTAssertEqual(message, "\(server.url(served.path("big.bin"))) disappeared from the server since it was listed; the next run mirrors what is there then")
     }
 
+    /// A file the server fails to read answers SFTP's catch-all status, FX_FAILURE (OpenSSH's sftp-server sends it
+    /// for any error it has no status for: a disk's read error, or here a folder put where the listed file was).
+    /// The line says the server failed to read it and where to look, not libssh2's raw text.
+    func testAFileTheServerFailsToReadSaysSoInOneLine() async throws {
+        let server = try SSHServer()
+        let served = TemporaryDirectory("sftp-fails")
+        FixtureTree.write(served.path, "big.bin", FixtureTree.bytes(count: 300 << 10, seed: 3))
+        let source = try source(server, served.path)
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        let entry = try XCTUnwrap(snapshot.entry(at: try RelativePath(validating: "big.bin")))
+        try FileManager.default.removeItem(atPath: served.path("big.bin"))
+        FixtureTree.write(served.path, "big.bin/inside.txt", "a folder now")
+        let scratch = TemporaryDirectory("sftp-fails-out")
+        let error = try await Self.onWorker { () -> SourceError? in
+            let connection = try source.makeConnection()
+            defer { connection.close() }
+            do {
+                _ = try SourceConformance.download(entry, with: connection, into: scratch.path("out"), from: 0)
+                return nil
+            } catch let error as SourceError {
+                return error
+            }
+        }
+        XCTAssertEqual(error?.message, "the server failed while reading \(server.url(served.path("big.bin"))) (SFTP's catch-all status FX_FAILURE: a read error on its disk, or the name now a folder or a special file); the next run tries again; if it keeps failing, check the server's log for it")
+        XCTAssertEqual(error?.underlying?.contains("SFTP status 4 (LIBSSH2_FX_FAILURE)"), true, "\(String(describing: error?.underlying))")
+    }
+
     /// A run closes its sessions before it returns: after an initial run its download worker's, after a
     /// no-change run the one its listing parked for download workers that never came. Left to
     /// the source's last release, a session could be closed on any thread, even while the process exits and
