@@ -206,6 +206,9 @@ struct ConfigParser {
             let destination = PathText.normalized(target.destination)
             if case .local(let sourcePath)? = try? SourceLocation(parsing: target.source).kind {
                 let source = PathText.normalized(sourcePath)
+                if destination == source {
+                    throw ConfigError(file: file, line: lines[i], message: "target \"\(target.name)\": destination \(target.destination) is its source; choose a destination outside it")
+                }
                 if PathText.isWithin(destination, source) {
                     throw ConfigError(file: file, line: lines[i], message: "target \"\(target.name)\": destination \(target.destination) is inside its source \(sourcePath); choose a destination outside it")
                 }

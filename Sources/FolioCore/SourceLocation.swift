@@ -112,6 +112,16 @@ public struct SourceLocation: Sendable, Equatable, CustomStringConvertible {
         return String(text[..<start]) + "…" + String(text[at...])
     }
 
+    /// For a relative path that begins with a scheme Folio reads and a colon but not `://` (`http:/host/x`,
+    /// `sftp:host/x`): the URL it most likely means, passwords left out; nil for any other text. Why: such a
+    /// typo is a relative local path, which is then "missing" in the working folder, with a hint about mounts.
+    public static func urlMissingSlashes(_ text: String) -> String? {
+        guard !text.contains("://"), let colon = text.firstIndex(of: ":"),
+              ["http", "https", "sftp", "file"].contains(text[..<colon].lowercased()) else { return nil }
+        let rest = text[text.index(after: colon)...].drop { $0 == "/" }
+        return redacted(String(text[..<colon]) + "://" + rest)
+    }
+
     /// Percent-decodes a URL path; refuses bad escapes and encoded `/` or NUL inside a name.
     public static func percentDecoded(_ text: String) -> String? {
         var out: [UInt8] = []

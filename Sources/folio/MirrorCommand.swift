@@ -75,6 +75,9 @@ struct MirrorCommand: AsyncParsableCommand {
         // Lexically normal (no `.`, `..` or trailing slash), so `dst`, `./dst` and `dst/` are one target.
         let absolute = URL(fileURLWithPath: absolutePath(destination)).standardizedFileURL.path
         let sourceText = source.contains("://") || source.hasPrefix("/") ? source : FileManager.default.currentDirectoryPath + "/" + source
+        if let meant = SourceLocation.urlMissingSlashes(source), !FileManager.default.fileExists(atPath: sourceText) {
+            throw CLIError.usage("SOURCE is not a URL (\"://\" is missing) nor a folder here; did you mean \(meant)?")
+        }
         // An error here, not the configuration's warning: nothing was set up from it yet, and the user is there to fix it.
         if let glob = ExcludeFilter.unclosedSets(in: exclude).first {
             throw CLIError.usage("--exclude \(quoted(glob)) has a \"[\" that no \"]\" closes, so it would match a \"[\" in names; close the set, or write \\[ for a literal \"[\"")

@@ -317,6 +317,23 @@ final class MirrorEndToEndTests: XCTestCase {
 
     /// Half an HTTP log-in (a user without a password, a token beside them) is a usage error naming the flags,
     /// before anything is made or contacted.
+    /// A URL with a slash missing is a relative path to the shell, which was then "missing" in the working folder
+    /// with a hint about mounts; and a destination that is its source said it was "inside" it. Both are usage
+    /// errors (2) with a line that says what was meant, a password never shown.
+    func testAURLWithASlashMissingAndASourceAsItsOwnDestinationSayWhatWasMeant() throws {
+        let rows: [([String], String)] = [
+            (["http:/127.0.0.1:9/share/"], "folio: SOURCE is not a URL (\"://\" is missing) nor a folder here; did you mean http://127.0.0.1:9/share/?"),
+            (["sftp:ann:secret@127.0.0.1/x"], "folio: SOURCE is not a URL (\"://\" is missing) nor a folder here; did you mean sftp://…@127.0.0.1/x?"),
+            ([work.path("dst")], "folio: destination \(work.path("dst")) is its source; choose a destination outside it"),
+        ]
+        for (source, line) in rows {
+            let outcome = FolioBinary.run(["mirror"] + source + [work.path("dst")], environment: environment, currentDirectory: work.path)
+            XCTAssertEqual(outcome.status, 2, outcome.stderr)
+            XCTAssertEqual(outcome.stderrLines, [line])
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst")))
+    }
+
     func testHalfAnHTTPLogInIsAUsageErrorNamingTheFlags() throws {
         let rows: [([String], String)] = [
             (["--username", "ann"], "folio: --username is set but --password-file is not; add --password-file, the path of a file holding the password"),

@@ -83,6 +83,8 @@ final class ConfigTests: XCTestCase {
             ("[[target]]\nname = \"Bad Name\"\n", "f.toml:2: target name \"Bad Name\" may use only a-z, 0-9, '.', '_' and '-'"),
             ("[[target]]\nname = \"a\"\nsource = \"/data\"\ndestination = \"/data/mirror\"\n",
              "f.toml:1: target \"a\": destination /data/mirror is inside its source /data; choose a destination outside it"),
+            ("[[target]]\nname = \"a\"\nsource = \"/data/\"\ndestination = \"/data\"\n",
+             "f.toml:1: target \"a\": destination /data is its source; choose a destination outside it"),
             (base + "[[target]]\nname = \"b\"\nsource = \"/other\"\ndestination = \"/dst/b\"\n",
              "f.toml:5: target \"b\": destination /dst/b is inside target \"a\"'s destination /dst; give each target a folder of its own"),
             (base + "[[target]]\nname = \"b\"\nsource = \"/other\"\ndestination = \"/dst\"\n",
