@@ -146,7 +146,10 @@ final class SSHSession {
             if let reason = HostKeyTrust.unreadableReason(endpoint.knownHostsPath) {
                 throw SourceError(.authentication, "cannot read \(endpoint.knownHostsPath) (\(reason)) to check the host key of \(endpoint.hostURL); make it readable by \(SFTPEndpoint.currentUser.name)")
             }
-            throw SourceError(.authentication, "\(endpoint.hostURL) is not a known host (\(key.info.keyType) key \(key.info.fingerprint) is not in \(endpoint.knownHostsPath)); if that fingerprint is right, run: \(trustCommand(endpoint))")
+            // Why say when the file is not there: a mistyped --known-hosts path otherwise reads as an unknown host,
+            // and trusting it writes a new file at the typo.
+            let missing = access(endpoint.knownHostsPath, F_OK) != 0 ? ", which does not exist yet" : ""
+            throw SourceError(.authentication, "\(endpoint.hostURL) is not a known host (\(key.info.keyType) key \(key.info.fingerprint) is not in \(endpoint.knownHostsPath)\(missing)); if that fingerprint is right, run: \(trustCommand(endpoint))")
         case .mismatch:
             throw SourceError(.authentication, "HOST KEY CHANGED for \(endpoint.hostURL): it now offers \(key.info.keyType) \(key.info.fingerprint), which does not match \(endpoint.knownHostsPath); refusing to connect (possible man-in-the-middle); if the server was reinstalled, remove its old line from that file (ssh-keygen -R '\(HostKeyTrust.knownHostsName(host: endpoint.host, port: endpoint.port))' -f \(endpoint.knownHostsPath)) and run: \(trustCommand(endpoint))")
         }

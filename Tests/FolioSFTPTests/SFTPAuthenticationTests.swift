@@ -33,6 +33,8 @@ final class SFTPAuthenticationTests: SFTPTestCase {
 
         let error = await snapshotError(try source(server, served.path, knownHosts: knownHosts))
         assertOneLine(error, .authentication, contains: ["folio trust sftp://127.0.0.1:\(server.port) --known-hosts \(knownHosts)", "ssh-ed25519", fingerprint])
+        // A file not there (a mistyped path, say) is named as such.
+        XCTAssertTrue(error?.message.contains(" is not in \(knownHosts), which does not exist yet); ") == true, "\(String(describing: error))")
 
         let (key, standing) = try HostKeyTrust.fetch(host: server.host, port: server.port, knownHostsPath: knownHosts, timeoutSeconds: 10)
         XCTAssertEqual(standing, .unknown)
