@@ -94,7 +94,7 @@ struct RunCoordinator {
         switch lock {
         case .failure(.stopped): return failed(target, TargetLock.Failure.stopped.message, result: .interrupted, began: began)
         // Another run holds the folder (--no-wait): its run is what status should show, not this one's giving up.
-        case .failure(.busy(let holder)): return failed(target, holder, began: began)
+        case .failure(.busy(let holder)): return failed(target, "\(holder); try again once it ends, or leave out --no-wait to wait for it", began: began)
         case .failure(.refused(let message)): return await failedToStart(target, message, engine: engine, began: began, refused: true)
         case .failure(let failure): return await failedToStart(target, failure.message, engine: engine, began: began)
         case .success(let held):

@@ -38,7 +38,9 @@ final class SignalStopper: @unchecked Sendable {
                     _exit(130)
                 }
                 // Before any run started (waiting for another's lock, say), there are no files in flight to speak of.
-                reporter.note(started ? "stopping: the files in flight keep their partial files for the next run; Ctrl-C again quits at once" : "stopping")
+                // Only a Ctrl-C is told of the second one: a SIGTERM comes from systemd or kill, not from a key.
+                let secondCtrlC = signalNumber == SIGINT ? "; Ctrl-C again quits at once" : ""
+                reporter.note(started ? "stopping: the files in flight keep their partial files for the next run\(secondCtrlC)" : "stopping")
                 for action in actions { action() }
             }
             source.resume()

@@ -999,6 +999,9 @@ final class MirrorEndToEndTests: XCTestCase {
         let kept = FixtureTree.listing(work.path("dst")).filter { $0.hasSuffix(".bin") }.count
         XCTAssertGreaterThan(kept, 0)
         XCTAssertEqual(done["downloaded"] as? Int, kept, "\(done)")
+        // A signal that is not a Ctrl-C is not answered with what a second Ctrl-C would do.
+        XCTAssertTrue(String(decoding: seen, as: UTF8.self).contains(#""message":"stopping: the files in flight keep their partial files for the next run""#),
+                      String(decoding: seen, as: UTF8.self))
     }
 
     /// Mirrors `source` with a 60 s timeout, sends SIGINT `pause` µs after the listing began (its event is out,

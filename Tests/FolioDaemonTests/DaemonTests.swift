@@ -237,6 +237,7 @@ final class DaemonTests: XCTestCase {
         let manual = try folio(["sync", "--now", "--no-wait", "docs"], log: "manual.log")
         XCTAssertEqual(manual.status, 1, manual.output)
         XCTAssertTrue(manual.output.contains("target docs is being synced by pid \(daemon.pid) (started "), manual.output)
+        XCTAssertTrue(manual.output.contains(" into \(dst); try again once it ends, or leave out --no-wait to wait for it"), manual.output)
         // Giving up on a busy folder is not a run: status still shows the daemon's.
         let after = try folio(["status"], log: "status-after.log")
         XCTAssertTrue(after.output.contains("docs: running since "), after.output)
