@@ -64,6 +64,8 @@ final class CurlEasy {
         var isNameMismatch: Bool {
             code == Int32(CURLE_PEER_FAILED_VERIFICATION.rawValue) && (text.contains("subject name") || text.contains("does not match"))
         }
+        /// The connection was reset or closed before any answer (`CURLE_RECV_ERROR`, `CURLE_GOT_NOTHING`).
+        var isDroppedWithoutAnswer: Bool { [CURLE_RECV_ERROR, CURLE_GOT_NOTHING].map { Int32($0.rawValue) }.contains(code) }
         /// The server ended the body before its length (it answered, so it is up).
         var isCutShort: Bool { code == Int32(CURLE_PARTIAL_FILE.rawValue) }
         var isCancellation: Bool { code == Int32(CURLE_ABORTED_BY_CALLBACK.rawValue) }

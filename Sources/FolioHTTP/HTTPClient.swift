@@ -135,6 +135,10 @@ final class HTTPClient: Sendable {
             return SourceError(.notFound, "\(url) does not exist (HTTP \(status)); check the URL", path: path, underlying: underlying)
         case 414:
             return SourceError(.protocolViolation, "\(url) is longer than the server takes (HTTP 414); raise its limit (nginx: large_client_header_buffers; Apache: LimitRequestLine), or exclude this folder", path: path, underlying: underlying)
+        case 400 where path?.isRoot ?? true:
+            // The source's own URL refused outright: most often http:// to a port that serves HTTPS, which nginx
+            // answers with a 400 page saying so.
+            return SourceError(.protocolViolation, "\(url) was refused as a bad request (HTTP 400); \(url.hasPrefix("http://") ? "if that port serves HTTPS, write https://; else check the URL" : "check the URL")", path: path, underlying: underlying)
         case 400:
             // lighttpd answers so for a name it cannot serve (one that is not UTF-8, say), which it still lists.
             return SourceError(.protocolViolation, "\(url) was refused as a bad request (HTTP 400); the server cannot serve this name (is it UTF-8?): rename it on the server, or exclude it", path: path, underlying: underlying)
@@ -179,7 +183,9 @@ final class HTTPClient: Sendable {
                                underlying: failure.description)
         }
         if failure.isTransient {
-            return SourceError(.unreachable, "cannot reach \(url): \(failure); check that the server is up and the URL is right", underlying: failure.description)
+            // A TLS server given plain HTTP resets the connection or closes it without a word.
+            let https = url.hasPrefix("http://") && failure.isDroppedWithoutAnswer ? "; if that port serves HTTPS, write https://" : ""
+            return SourceError(.unreachable, "cannot reach \(url): \(failure); check that the server is up and the URL is right\(https)", underlying: failure.description)
         }
         return SourceError(.protocolViolation, "request to \(url) failed: \(failure)", underlying: failure.description)
     }

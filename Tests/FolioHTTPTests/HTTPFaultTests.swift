@@ -296,6 +296,22 @@ final class HTTPFaultTests: XCTestCase {
         }
     }
 
+    /// A server that closes every connection without an answer may be a TLS one given plain HTTP: the line says
+    /// to write https:// if so, besides checking that the server is up.
+    func testAServerThatHangsUpWithoutAnAnswerSuggestsHTTPS() async throws {
+        let stub = try StubServer()
+        var settings = SourceSettings()
+        settings.webdav = true
+        let source = try HTTPSource(location: SourceLocation(parsing: stub.url("hangup")), settings: settings, timeout: 2, transfers: 1)
+        do {
+            _ = try await source.snapshot(options: ListingOptions())
+            XCTFail("a server that hangs up gave a listing")
+        } catch let error as SourceError {
+            XCTAssertEqual(error.code, .unreachable)
+            XCTAssertEqual(error.message, "cannot reach \(stub.url("hangup")): curl 52 (Empty reply from server); check that the server is up and the URL is right; if that port serves HTTPS, write https://")
+        }
+    }
+
     func testDroppedConnectionResumesWithRangeAndIfRange() async throws {
         let stub = try StubServer()
         let source = try source(stub.url("resume"))

@@ -243,6 +243,19 @@ final class HTTPServerTests: XCTestCase {
         XCTAssertTrue(text.hasPrefix("insecure-tls = true"), text)
     }
 
+    /// http:// to a port that serves HTTPS: nginx answers 400 with a page that says so, which read as a name the
+    /// server cannot serve ("is it UTF-8?"). The line says to write https://.
+    func testPlainHTTPToAnHTTPSPortSaysToWriteHTTPS() async throws {
+        let server = try NginxServer(tls: true)
+        let url = server.url("dav").replacingOccurrences(of: "https://", with: "http://")
+        do {
+            _ = try await source(url).snapshot(options: ListingOptions())
+            XCTFail("plain HTTP to an HTTPS port gave a listing")
+        } catch let error as SourceError {
+            XCTAssertEqual(error.message, "\(url) was refused as a bad request (HTTP 400); if that port serves HTTPS, write https://; else check the URL")
+        }
+    }
+
     /// A certificate trusted (its CA given) but issued for another name than the URL's host says so, and what to
     /// do: it advised adding the CA with ca-file, already given.
     func testACertificateForAnotherNameSaysSo() async throws {

@@ -119,6 +119,10 @@ class Handler(BaseHTTPRequestHandler):
         scenario = self.path.strip("/").split("/")[0]
         if scenario == "bearer" and self.headers.get("Authorization") != TOKEN:
             return self.send(401, b"who?", [("WWW-Authenticate", 'Bearer realm="stub"')])
+        if scenario == "hangup":
+            # Closes the connection without a word, as a TLS server does when given plain HTTP.
+            self.close_connection = True
+            return
         if scenario == "silent":
             # Reads the request and answers nothing, for longer than any test's timeout.
             time.sleep(8)
