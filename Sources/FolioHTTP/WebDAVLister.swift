@@ -121,6 +121,9 @@ struct WebDAVLister: Sendable {
             return nil
         case 401:
             throw client.error(status: response.status, url: url, path: folder)
+        case 405 where folder.isRoot && !probing, 501 where folder.isRoot && !probing:
+            throw SourceError(.protocolViolation, "\(url) does not speak WebDAV (PROPFIND answered HTTP \(response.status)); set webdav = \"auto\" (folio mirror: --webdav auto) to read its index pages instead",
+                              underlying: "HTTP \(response.status)")
         default:
             // While probing, any other answer at the root means a plain web server (which the index listing then
             // asks with GET, and whose own errors it reports).

@@ -243,6 +243,19 @@ final class HTTPServerTests: XCTestCase {
         XCTAssertTrue(text.hasPrefix("insecure-tls = true"), text)
     }
 
+    /// `webdav = true` for a server that does not speak WebDAV (nginx without dav_ext answers PROPFIND 405) says
+    /// so and what to set; it read "answered HTTP 405, which Folio did not expect here".
+    func testWebDAVSetForAPlainServerSaysToSetAuto() async throws {
+        let server = try NginxServer()
+        let url = server.url("html")
+        do {
+            _ = try await source(url) { $0.webdav = true }.snapshot(options: ListingOptions())
+            XCTFail("PROPFIND to a plain server gave a listing")
+        } catch let error as SourceError {
+            XCTAssertEqual(error.message, "\(url) does not speak WebDAV (PROPFIND answered HTTP 405); set webdav = \"auto\" (folio mirror: --webdav auto) to read its index pages instead")
+        }
+    }
+
     /// http:// to a port that serves HTTPS: nginx answers 400 with a page that says so, which read as a name the
     /// server cannot serve ("is it UTF-8?"). The line says to write https://.
     func testPlainHTTPToAnHTTPSPortSaysToWriteHTTPS() async throws {
