@@ -73,7 +73,7 @@ struct SSHAuthenticator {
             }
             // "before a key": a server set to AuthenticationMethods publickey,password offers a password only once a
             // key was taken, so "takes no passwords" would be wrong of it.
-            tried.append("password-file (the server takes no password, at least not before a key\(problem))")
+            tried.append("password-file, which the server does not take, at least not before a key\(problem)")
         }
         var refusedPasswordFile: String?
         if methods.contains("password") || asksByPrompt, let passwordFile = endpoint.passwordFile {
@@ -111,8 +111,11 @@ struct SSHAuthenticator {
         // An RSA key refused by a server that may still take SHA-1: most likely not in authorized_keys, but the
         // server may refuse ssh-rsa all the same (PubkeyAcceptedAlgorithms); the line names both.
         let rsaNote = rsaKey == nil ? "" : "; if the RSA key is there, the server may refuse its SHA-1 signatures (the only ones libssh2 1.10 makes): use an ed25519 key"
+        // A password-file the server does not take: "set password-file" would send the user back to what is set.
+        let keysOnly = endpoint.passwordFile != nil && !methods.contains("password") && !asksByPrompt
         let fix = refusedPasswordFile.map { "check the password in \($0), or add the public key to ~\(user)/.ssh/authorized_keys on the server" }
-            ?? "add the public key to ~\(user)/.ssh/authorized_keys on the server or set identity / password-file"
+            ?? (keysOnly ? "log in with a key: set identity (folio mirror: --identity) to one whose .pub is in ~\(user)/.ssh/authorized_keys on the server"
+                : "add the public key to ~\(user)/.ssh/authorized_keys on the server or set identity / password-file")
         throw SourceError(.authentication, "\(endpoint.hostURL) refused to log in \(user) (\(what); server offers \(methods.joined(separator: ","))); \(fix)\(rsaNote)",
                           underlying: "libssh2 -18 (LIBSSH2_ERROR_AUTHENTICATION_FAILED)")
     }

@@ -210,7 +210,8 @@ final class SFTPAuthenticationTests: SFTPTestCase {
         let source = try SFTPSource(location: SourceLocation(parsing: server.url(served.path)), settings: settings,
                                     timeout: 10, transfers: 4)
         let error = await snapshotError(source)
-        assertOneLine(error, .authentication, contains: ["tried key \(wrongKey), password-file (the server takes no password, at least not before a key); server offers publickey"])
+        assertOneLine(error, .authentication, contains: [
+            "tried key \(wrongKey), password-file, which the server does not take, at least not before a key; server offers publickey); log in with a key: set identity (folio mirror: --identity) to one whose .pub is in ~\(server.user)/.ssh/authorized_keys on the server"])
         XCTAssertFalse(error?.message.contains("secret") ?? true, "the password never appears")
 
         // The same server with a password-file that is not there: the line names that too.
@@ -219,7 +220,7 @@ final class SFTPAuthenticationTests: SFTPTestCase {
                                      timeout: 10, transfers: 4)
         let missingError = await snapshotError(missing)
         assertOneLine(missingError, .authentication, contains: [
-            "tried key \(wrongKey), password-file (the server takes no password, at least not before a key, and \(served.path("missing")) cannot be read); server offers publickey"])
+            "tried key \(wrongKey), password-file, which the server does not take, at least not before a key, and \(served.path("missing")) cannot be read; server offers publickey)"])
     }
 
     /// A default key (`~/.ssh/id_ed25519`, no identity set) that has a passphrase, with no passphrase-file, does
