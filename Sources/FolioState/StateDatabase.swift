@@ -515,13 +515,21 @@ public final class StateDatabase: StateStore, Sendable {
         }
     }
 
+    /// This process's user name (its uid where there is none).
+    private static func userName() -> String {
+        getpwuid(geteuid()).flatMap { String(validatingCString: $0.pointee.pw_name) } ?? "uid \(geteuid())"
+    }
+
     private static func describe(_ error: Error, path: String) -> StateError {
         if let error = error as? DatabaseError {
             switch error.resultCode {
             case .SQLITE_NOTADB, .SQLITE_CORRUPT:
                 return StateError("state database \(path) is corrupt (SQLite \(error.resultCode.rawValue)); move it aside and run again: Folio starts a new one and adopts the files already in place")
             case .SQLITE_READONLY, .SQLITE_CANTOPEN, .SQLITE_PERM:
-                return StateError("cannot write the state database \(path) (SQLite \(error.resultCode.rawValue)); make it writable by the user running folio, or set FOLIO_STATE_DIR")
+                // Most often another user's database (the service's, run as root) read by a user's `folio status`:
+                // the line names the user, and the way that works for each case.
+                let verb = error.resultCode == .SQLITE_READONLY ? "write" : "open"
+                return StateError("cannot \(verb) the state database \(path) as \(Self.userName()) (SQLite \(error.resultCode.rawValue)); run folio as the user it belongs to (sudo, for the service's), make it and its folder writable by \(Self.userName()), or set FOLIO_STATE_DIR")
             case .SQLITE_FULL:
                 return StateError("the disk holding the state database \(path) is full; free some space")
             case .SQLITE_BUSY, .SQLITE_LOCKED:

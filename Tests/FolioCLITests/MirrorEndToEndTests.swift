@@ -595,6 +595,17 @@ final class MirrorEndToEndTests: XCTestCase {
 
     /// `folio status` with `$FOLIO_CONFIG` naming a file that is not there says so, exit 2, as `--config` does:
     /// it said "no targets yet", exit 0.
+    /// Another user's state database (the service's, run as root), read by a user's `folio status`: the line
+    /// names the user and the ways out. It said "cannot write" to a command that only reads.
+    func testStatusOfAnotherUsersStateDatabaseSaysWhoseItIs() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        XCTAssertEqual(FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment).status, 0)
+        chmod(work.path("state"), 0o700)  // as folio makes a state folder (this one the test made)
+        let outcome = FolioBinary.run(["status"], environment: environment, unprivileged: true)
+        XCTAssertEqual(outcome.status, 1, outcome.stdout)
+        XCTAssertEqual(outcome.stderrLines, ["folio: cannot open the state database \(work.path("state"))/state.sqlite as nobody (SQLite 14); run folio as the user it belongs to (sudo, for the service's), make it and its folder writable by nobody, or set FOLIO_STATE_DIR"])
+    }
+
     func testStatusWithAConfigurationNamedButMissingSaysSo() {
         let missing = work.path("nonexist.toml")
         let outcome = FolioBinary.run(["status"], environment: environment.merging(["FOLIO_CONFIG": missing]) { $1 })
