@@ -13,6 +13,12 @@ public enum PathText {
         return "/" + parts.joined(separator: "/")
     }
 
+    /// The name of the user running Folio (its uid where the password database has none), for lines that say who
+    /// needs access to what.
+    public static var userName: String {
+        getpwuid(geteuid()).flatMap { String(validatingCString: $0.pointee.pw_name) } ?? "uid \(geteuid())"
+    }
+
     /// `path` with a leading `~/` read as the home folder of the user running Folio, from the password database
     /// (not `$HOME`, as ssh finds `~/.ssh`).
     public static func expandingHome(_ path: String) -> String {

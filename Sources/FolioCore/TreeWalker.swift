@@ -341,6 +341,9 @@ struct TreeWalker: Sendable {
         let why = String(cString: strerror(error))
         if isDestination, !path.isRoot {
             result.unreadable.append((path, why))
+        } else if !isDestination, error == EACCES || error == EPERM {
+            // The line the run's summary points to ("as said above"): it says what to do.
+            result.issues.append(ListingIssue(path: display(path), kind: .unreadable("\(why); make it readable by \(PathText.userName)")))
         } else {
             result.issues.append(ListingIssue(path: display(path), kind: .unreadable(why)))
         }

@@ -515,11 +515,6 @@ public final class StateDatabase: StateStore, Sendable {
         }
     }
 
-    /// This process's user name (its uid where there is none).
-    private static func userName() -> String {
-        getpwuid(geteuid()).flatMap { String(validatingCString: $0.pointee.pw_name) } ?? "uid \(geteuid())"
-    }
-
     private static func describe(_ error: Error, path: String) -> StateError {
         if let error = error as? DatabaseError {
             switch error.resultCode {
@@ -529,7 +524,7 @@ public final class StateDatabase: StateStore, Sendable {
                 // Most often another user's database (the service's, run as root) read by a user's `folio status`:
                 // the line names the user, and the way that works for each case.
                 let verb = error.resultCode == .SQLITE_READONLY ? "write" : "open"
-                return StateError("cannot \(verb) the state database \(path) as \(Self.userName()) (SQLite \(error.resultCode.rawValue)); run folio as the user it belongs to (sudo, for the service's), make it and its folder writable by \(Self.userName()), or set FOLIO_STATE_DIR")
+                return StateError("cannot \(verb) the state database \(path) as \(PathText.userName) (SQLite \(error.resultCode.rawValue)); run folio as the user it belongs to (sudo, for the service's), make it and its folder writable by \(PathText.userName), or set FOLIO_STATE_DIR")
             case .SQLITE_FULL:
                 return StateError("the disk holding the state database \(path) is full; free some space")
             case .SQLITE_BUSY, .SQLITE_LOCKED:

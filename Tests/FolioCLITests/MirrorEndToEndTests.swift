@@ -777,11 +777,11 @@ final class MirrorEndToEndTests: XCTestCase {
         defer { chmod(work.path("src/locked"), 0o755) }
         let outcome = FolioBinary.run(["mirror", "--force", work.path("src"), work.path("dst")], environment: environment, unprivileged: true)
         XCTAssertEqual(outcome.status, 3, "\(outcome.stderrLines)")
-        XCTAssertTrue(outcome.stdoutLines.contains("mirror:\(work.path("dst")): cannot list locked: Permission denied"), "\(outcome.stdoutLines)")
+        XCTAssertTrue(outcome.stdoutLines.contains("mirror:\(work.path("dst")): cannot list locked: Permission denied; make it readable by nobody"), "\(outcome.stdoutLines)")
         XCTAssertEqual(try String(contentsOfFile: work.path("dst/a.txt"), encoding: .utf8), "a")
         XCTAssertTrue(FileManager.default.fileExists(atPath: work.path("dst/gone.txt")), "nothing removed on an incomplete listing")
         let target = "mirror:\(work.path("dst"))"
-        XCTAssertTrue(outcome.stdoutLines.contains("\(target): a part of the source could not be listed (cannot list locked: Permission denied); nothing there was copied or removed, and 1 removal held back; fix it at the source as said above, or exclude it; the next run tries again"),
+        XCTAssertTrue(outcome.stdoutLines.contains("\(target): a part of the source could not be listed (cannot list locked: Permission denied; make it readable by nobody); nothing there was copied or removed, and 1 removal held back; fix it at the source as said above, or exclude it; the next run tries again"),
                       "\(outcome.stdoutLines)")
 
         // The next run has nothing else to do: it still says so, and scripts and status count it as failed.
