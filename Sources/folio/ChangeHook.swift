@@ -79,7 +79,7 @@ struct ChangeHook: Sendable {
         let stdinWriter: Int32
         switch Self.spawn(arguments, outputToStandardError: outputToStandardError) {
         case .failure(let message):
-            logger.warning("\(target): on-change hook \(arguments[0]) could not start: \(message); it is not retried")
+            logger.warning("\(target): on-change hook \(arguments[0]) could not start: \(message); fix the command in on-change (it is not retried; the next change runs it again)")
             return .failed
         case .success(let started):
             (pid, stdinWriter) = started

@@ -10,9 +10,13 @@ struct JournalLogHandler: LogHandler {
     var logLevel: Logger.Level
     var metadata: Logger.Metadata = [:]
     private let underJournal: Bool
+    private let timestamped: Bool
 
-    init(level: Logger.Level, environment: [String: String] = ProcessInfo.processInfo.environment) {
+    /// - Parameter timestamped: whether a line outside the journal starts with the time: the daemon's do (a log
+    ///   read later); a run by hand's do not (read as it happens, beside its other lines).
+    init(level: Logger.Level, timestamped: Bool = true, environment: [String: String] = ProcessInfo.processInfo.environment) {
         logLevel = level
+        self.timestamped = timestamped
         underJournal = !(environment["JOURNAL_STREAM"] ?? "").isEmpty
     }
 
@@ -35,7 +39,7 @@ struct JournalLogHandler: LogHandler {
         if underJournal {
             line = "<\(Self.priority(event.level))>\(text)\n"
         } else {
-            line = "\(Self.timestamp()) \(event.level): \(text)\n"
+            line = "\(timestamped ? Self.timestamp() + " " : "")\(event.level): \(text)\n"
         }
         // Why one write(2): stderr is shared by every task that logs, and a single write of a line is not
         // interleaved with another's (lines are far below PIPE_BUF in practice, and journald reads by line).

@@ -120,8 +120,8 @@ struct RunCoordinator {
         }
     }
 
-    /// Where a hook's failure is told: a line on standard error, as the daemon's log would have it.
-    private static let hookLogger = Logger(label: "folio") { _ in JournalLogHandler(level: .warning) }
+    /// Where a hook's failure is told: a line on standard error, as the daemon's log has it but for the time.
+    private static let hookLogger = Logger(label: "folio") { _ in JournalLogHandler(level: .warning, timestamped: false) }
 
     /// A run that failed before the engine started it, recorded like any run (see `StateStore.recordFailedStart`),
     /// except in a dry run, which records nothing.

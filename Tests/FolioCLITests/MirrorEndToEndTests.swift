@@ -1234,6 +1234,16 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("hook.out")), "nothing changed, no hook")
     }
 
+    /// A hook that cannot start says so in one line, with what to fix, and without the daemon log's timestamp
+    /// (a run by hand is read as it happens); the run itself succeeded.
+    func testAHookThatCannotStartSaysWhatToFix() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        let config = oneTargetConfig("docs", extra: "on-change = [\"\(work.path("no-such-hook"))\"]")
+        let outcome = FolioBinary.run(["sync", "--now"] + config, environment: environment)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        XCTAssertEqual(outcome.stderrLines, ["warning: docs: on-change hook \(work.path("no-such-hook")) could not start: No such file or directory; fix the command in on-change (it is not retried; the next change runs it again)"])
+    }
+
     /// 600 source files whose paths, a line each, pass a pipe's 64 KiB: a hook's input that cannot all wait in the pipe.
     private func writeMoreThanAPipeOfPaths() {
         let longName = String(repeating: "n", count: 120)
