@@ -38,6 +38,15 @@ public enum SecretFile {
     /// secret at each log-in (one per connection). A regular file is read each time, so a changed one is seen.
     private static let fromPipes = Mutex<[String: String]>([:])
 
+    /// A warning when the file `path` names (see `resolvedPath`) is a regular file other users can read, naming
+    /// `setting` and the fix; nil otherwise (a pipe, a file of mode 600 or 400, a file not there).
+    public static func exposure(of path: String, setting: String) -> String? {
+        guard let resolved = resolvedPath(path) else { return nil }
+        var info = stat()
+        guard stat(resolved, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_mode & 0o077 != 0 else { return nil }
+        return "\(setting) \(resolved) can be read by other users (mode \(String(info.st_mode & 0o777, radix: 8))), and it holds a secret; chmod 600 \(resolved)"
+    }
+
     /// Where `read` looks for `path`: the path itself when absolute, else in `$CREDENTIALS_DIRECTORY`; nil when it
     /// is relative and that is not set.
     public static func resolvedPath(_ path: String, environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {

@@ -30,6 +30,8 @@ public struct HTTPSource: Source {
     private let webdav: Bool?
     private let detected = DetectedMode()
     private let insecureTLS: Bool
+    /// Warnings for the secret files other users can read, said every run (fixed with one chmod), as an SFTP key's.
+    private let exposedSecrets: [String]
 
     /// Loads and initialises libcurl now rather than at the first request (blocking: call it off the cooperative
     /// pool). A failure is kept and thrown by the first request.
@@ -72,6 +74,9 @@ public struct HTTPSource: Source {
             certificates = Array(data)
         }
         insecureTLS = settings.insecureTLS
+        exposedSecrets = [("password-file", settings.passwordFile), ("token-file", settings.tokenFile)].compactMap { setting, path in
+            path.flatMap { SecretFile.exposure(of: $0, setting: setting) }
+        }
         webdav = settings.webdav
         let timeout = max(1, timeout)
         let curlSettings = CurlSettings(connectTimeout: timeout, stallTimeout: timeout, extraCertificates: certificates,
@@ -107,6 +112,7 @@ public struct HTTPSource: Source {
         case false?, nil:
             listing = try await detectAndList(options, workers: workers, last: last, today: today, foundPlain: found == false)
         }
+        for warning in exposedSecrets { listing.builder.note(ListingIssue(path: displayName, kind: .warning(warning))) }
         if insecureTLS {
             listing.builder.note(ListingIssue(path: displayName, kind: .warning(
                 "insecure-tls = true: the server's certificate is not checked, so anyone on the network path can pose as it; use ca-file instead")))

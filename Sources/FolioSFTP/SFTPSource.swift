@@ -75,9 +75,11 @@ public struct SFTPSource: Source {
                                             loggingIn: logInAhead.take()).snapshot()
         // Why a warning, where OpenSSH refuses such a key: a daemon's key made readable to others by mistake would
         // otherwise stop every run at once; said every run, it is fixed with one chmod.
-        for (setting, path) in [("identity", endpoint.identity), ("passphrase-file", endpoint.passphraseFile)] {
-            guard let path, let mode = Self.mode(of: path), mode & 0o077 != 0 else { continue }
-            snapshot.warn("\(setting) \(path) can be read by other users (mode \(String(mode & 0o777, radix: 8))), which ssh refuses for a private key; chmod 600 \(path)", about: displayName)
+        if let path = endpoint.identity, let mode = Self.mode(of: path), mode & 0o077 != 0 {
+            snapshot.warn("identity \(path) can be read by other users (mode \(String(mode & 0o777, radix: 8))), which ssh refuses for a private key; chmod 600 \(path)", about: displayName)
+        }
+        for (setting, path) in [("passphrase-file", endpoint.passphraseFile), ("password-file", endpoint.passwordFile)] {
+            if let path, let warning = SecretFile.exposure(of: path, setting: setting) { snapshot.warn(warning, about: displayName) }
         }
         return snapshot
     }

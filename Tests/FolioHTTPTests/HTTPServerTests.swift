@@ -324,6 +324,10 @@ final class HTTPServerTests: XCTestCase {
         FixtureTree.write(server.servedRoot, "locked/d.txt", "digest\n", mtime: (1_700_000_000, 0))
         let folder = TemporaryDirectory("digest-below")
         FixtureTree.write(folder.path, "password", server.password + "\n")
+        // A password file other users can read is warned about, every run, as an SFTP key is.
+        let exposed = try await source(server.url("mixed")) { $0.username = "folio"; $0.passwordFile = folder.path("password") }.snapshot(options: ListingOptions())
+        XCTAssertEqual(exposed.issues.map(\.description), ["\(server.url("mixed")): password-file \(folder.path("password")) can be read by other users (mode 644), and it holds a secret; chmod 600 \(folder.path("password"))"])
+        chmod(folder.path("password"), 0o600)
         let source = try source(server.url("mixed")) { $0.username = "folio"; $0.passwordFile = folder.path("password") }
         let snapshot = try await source.snapshot(options: ListingOptions())
         XCTAssertEqual(snapshot.entries.map(\.path.description), ["locked", "locked/d.txt", "open.txt"])

@@ -237,9 +237,15 @@ final class SFTPEndToEndTests: XCTestCase {
         let key = work.path("open_key")
         XCTAssertTrue(FileManager.default.createFile(atPath: key, contents: FileManager.default.contents(atPath: server.userKeyPath)))
         XCTAssertEqual(chmod(key, 0o644), 0)
-        let outcome = FolioBinary.run(mirror(server, work.path("src"), identity: key, json: false), environment: environment)
+        // So is a password file, which holds a secret too (unused here: the key logs in).
+        FixtureTree.write(work.path(""), "password", "unused\n")
+        XCTAssertEqual(chmod(work.path("password"), 0o644), 0)
+        let outcome = FolioBinary.run(mirror(server, work.path("src"), identity: key, json: false) + ["--password-file", work.path("password")], environment: environment)
         XCTAssertEqual(outcome.status, 0, outcome.stderr)
-        XCTAssertEqual(outcome.stdoutLines.first, "mirror:\(work.path("dst")): \(server.url(work.path("src"))): identity \(key) can be read by other users (mode 644), which ssh refuses for a private key; chmod 600 \(key)")
+        XCTAssertEqual(Array(outcome.stdoutLines.prefix(2)), [
+            "mirror:\(work.path("dst")): \(server.url(work.path("src"))): identity \(key) can be read by other users (mode 644), which ssh refuses for a private key; chmod 600 \(key)",
+            "mirror:\(work.path("dst")): \(server.url(work.path("src"))): password-file \(work.path("password")) can be read by other users (mode 644), and it holds a secret; chmod 600 \(work.path("password"))",
+        ])
     }
 
     /// A file dated past 2262 (more than `FileTime` holds) is mirrored at the first run: its SFTP time was
