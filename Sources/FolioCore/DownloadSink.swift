@@ -42,8 +42,8 @@ public final class DownloadSink {
     private var directIOCandidate: Int64?
     private let writeCall: (Int32, UnsafeRawPointer, Int) -> Int
 
-    /// The partial file's last bytes before a resume, which the source's first bytes must repeat (see `resuming`);
-    /// empty once they did, or when the download starts at 0.
+    /// The partial file's last bytes before a resume, which the source's first bytes must repeat (see
+    /// `DownloadStage.overlap(of:before:)`); empty once they did, or when the download starts at 0.
     private var overlap: [UInt8]
     private var overlapChecked = 0
     /// Set when the source's bytes differed from `overlap`: the partial file holds another version's bytes.

@@ -117,7 +117,7 @@ public struct SourceLocation: Sendable, Equatable, CustomStringConvertible {
     /// typo is a relative local path, which is then "missing" in the working folder, with a hint about mounts.
     public static func urlMissingSlashes(_ text: String) -> String? {
         guard !text.contains("://"), let colon = text.firstIndex(of: ":"),
-              ["http", "https", "sftp", "file"].contains(text[..<colon].lowercased()) else { return nil }
+              ["http", "https", "sftp"].contains(text[..<colon].lowercased()) else { return nil }
         let rest = text[text.index(after: colon)...].drop { $0 == "/" }
         return redacted(String(text[..<colon]) + "://" + rest)
     }
