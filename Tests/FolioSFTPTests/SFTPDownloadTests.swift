@@ -33,43 +33,17 @@ final class SFTPDownloadTests: SFTPTestCase {
         XCTAssertEqual(log.components(separatedBy: "Accepted publickey").count - 1, 2, log)
     }
 
-    /// A file gone between the listing and its copy says it disappeared since it was listed; it said "does not
-    /// exist on the server; check the path", as for a source root mistyped.
-    func testAFileGoneSinceTheListingSaysItDisappeared() async throws {
+    /// Lists a served `big.bin` of 300 KiB, lets `change` act on the served folder, then copies the file as
+    /// listed: the copy's error (nil when it succeeded), and the file's URL.
+    private func errorCopyingAfter(_ change: (TemporaryDirectory) throws -> Void) async throws -> (error: SourceError?, url: String) {
         let server = try SSHServer()
-        let served = TemporaryDirectory("sftp-gone")
+        let served = TemporaryDirectory("sftp-changed")
         FixtureTree.write(served.path, "big.bin", FixtureTree.bytes(count: 300 << 10, seed: 3))
         let source = try source(server, served.path)
         let snapshot = try await source.snapshot(options: ListingOptions())
         let entry = try XCTUnwrap(snapshot.entry(at: try RelativePath(validating: "big.bin")))
-        try FileManager.default.removeItem(atPath: served.path("big.bin"))
-        let scratch = TemporaryDirectory("sftp-gone-out")
-        let message = try await Self.onWorker { () -> String? in
-            let connection = try source.makeConnection()
-            defer { connection.close() }
-            do {
-                _ = try SourceConformance.download(entry, with: connection, into: scratch.path("out"), from: 0)
-                return nil
-            } catch let error as SourceError {
-                return error.message
-            }
-        }
-        XCTAssertEqual(message, "\(server.url(served.path("big.bin"))) disappeared from the server since it was listed; the next run mirrors what is there then")
-    }
-
-    /// A file the server fails to read answers SFTP's catch-all status, FX_FAILURE (OpenSSH's sftp-server sends it
-    /// for any error it has no status for: a disk's read error, or here a folder put where the listed file was).
-    /// The line says the server failed to read it and where to look, not libssh2's raw text.
-    func testAFileTheServerFailsToReadSaysSoInOneLine() async throws {
-        let server = try SSHServer()
-        let served = TemporaryDirectory("sftp-fails")
-        FixtureTree.write(served.path, "big.bin", FixtureTree.bytes(count: 300 << 10, seed: 3))
-        let source = try source(server, served.path)
-        let snapshot = try await source.snapshot(options: ListingOptions())
-        let entry = try XCTUnwrap(snapshot.entry(at: try RelativePath(validating: "big.bin")))
-        try FileManager.default.removeItem(atPath: served.path("big.bin"))
-        FixtureTree.write(served.path, "big.bin/inside.txt", "a folder now")
-        let scratch = TemporaryDirectory("sftp-fails-out")
+        try change(served)
+        let scratch = TemporaryDirectory("sftp-changed-out")
         let error = try await Self.onWorker { () -> SourceError? in
             let connection = try source.makeConnection()
             defer { connection.close() }
@@ -80,7 +54,25 @@ final class SFTPDownloadTests: SFTPTestCase {
                 return error
             }
         }
-        XCTAssertEqual(error?.message, "the server failed while reading \(server.url(served.path("big.bin"))) (SFTP's catch-all status FX_FAILURE: a read error on its disk, or the name now a folder or a special file); the next run tries again; if it keeps failing, check the server's log for it")
+        return (error, server.url(served.path("big.bin")))
+    }
+
+    /// A file gone between the listing and its copy says it disappeared since it was listed; it said "does not
+    /// exist on the server; check the path", as for a source root mistyped.
+    func testAFileGoneSinceTheListingSaysItDisappeared() async throws {
+        let (error, url) = try await errorCopyingAfter { served in try FileManager.default.removeItem(atPath: served.path("big.bin")) }
+        XCTAssertEqual(error?.message, "\(url) disappeared from the server since it was listed; the next run mirrors what is there then")
+    }
+
+    /// A file the server fails to read answers SFTP's catch-all status, FX_FAILURE (OpenSSH's sftp-server sends it
+    /// for any error it has no status for: a disk's read error, or here a folder put where the listed file was).
+    /// The line says the server failed to read it and where to look, not libssh2's raw text.
+    func testAFileTheServerFailsToReadSaysSoInOneLine() async throws {
+        let (error, url) = try await errorCopyingAfter { served in
+            try FileManager.default.removeItem(atPath: served.path("big.bin"))
+            FixtureTree.write(served.path, "big.bin/inside.txt", "a folder now")
+        }
+        XCTAssertEqual(error?.message, "the server failed while reading \(url) (SFTP's catch-all status FX_FAILURE: a read error on its disk, or the name now a folder or a special file); the next run tries again; if it keeps failing, check the server's log for it")
         XCTAssertEqual(error?.underlying?.contains("SFTP status 4 (LIBSSH2_FX_FAILURE)"), true, "\(String(describing: error?.underlying))")
     }
 
