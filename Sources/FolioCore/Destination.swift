@@ -529,23 +529,30 @@ public final class Destination: Sendable {
         let created = name.withCString { folio_openat_create(shard(of: name), $0, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o644) }
         if created >= 0 { return (created, 0) }
         guard errno == EEXIST else { throw Self.error(errno, "cannot create a partial file in \(path)/.folio/partial") }
+        // Only a file of Folio's own is resumed: a FIFO or device there would be written to, and a hard link
+        // (to a file outside the destination, say) would have that file overwritten through it. Anything else
+        // at the name (a symbolic link or a folder too, which failed the file on every run) is removed and the
+        // download starts over in a new file.
+        let startOver = { () throws(SourceError) -> (fd: Int32, offset: Int64) in
+            try? Self.removeTree(in: self.shard(of: name), name: Array(name.utf8), display: name)
+            let fresh = name.withCString { folio_openat_create(self.shard(of: name), $0, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o644) }
+            guard fresh >= 0 else { throw Self.error(errno, "cannot create a partial file in \(self.path)/.folio/partial") }
+            return (fresh, 0)
+        }
         // O_NONBLOCK: a FIFO planted at the name must not hold the run (and its stop) on the open.
         let fd = name.withCString { folio_openat_create(shard(of: name), $0, O_RDWR | O_NOFOLLOW | O_NONBLOCK, 0o644) }
-        guard fd >= 0 else { throw Self.error(errno, "cannot open a partial file in \(path)/.folio/partial") }
+        guard fd >= 0 else {
+            if errno == ELOOP || errno == EISDIR { return try startOver() }
+            throw Self.error(errno, "cannot open a partial file in \(path)/.folio/partial")
+        }
         var info = stat()
         guard fstat(fd, &info) == 0 else {
             close(fd)
             throw Self.error(errno, "cannot stat a partial file in \(path)/.folio/partial")
         }
-        // Only a file of Folio's own is resumed: a FIFO or device there would be written to, and a hard link
-        // (to a file outside the destination, say) would have that file overwritten through it. Anything else
-        // at the name is unlinked and the download starts over in a new file.
         guard info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1 else {
             close(fd)
-            _ = name.withCString { unlinkat(shard(of: name), $0, 0) }
-            let fresh = name.withCString { folio_openat_create(shard(of: name), $0, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o644) }
-            guard fresh >= 0 else { throw Self.error(errno, "cannot create a partial file in \(path)/.folio/partial") }
-            return (fresh, 0)
+            return try startOver()
         }
         var offset = Int64(info.st_size)
         if !resumable || offset > expectedSize {
@@ -759,7 +766,8 @@ public final class Destination: Sendable {
             for name in Self.names(in: shard) { found[String(decoding: name, as: UTF8.self)] = (shard, name) }
         }
         for download in downloads where !found.isEmpty { found[Self.partialName(for: download.entry)] = nil }
-        for partial in found.values { _ = CString.with(partial.name) { unlinkat(partial.shard, $0, 0) } }
+        // A tree, not unlinkat alone: a folder planted at a partial file's name stayed for good.
+        for partial in found.values { try? Self.removeTree(in: partial.shard, name: partial.name, display: "") }
     }
 
     /// Deletes partial files that no download of this run will resume.
@@ -767,7 +775,7 @@ public final class Destination: Sendable {
         for shard in shardFDs {
             for name in Self.names(in: shard) {
                 let text = String(decoding: name, as: UTF8.self)
-                if !keep.contains(text) { _ = CString.with(name) { unlinkat(shard, $0, 0) } }
+                if !keep.contains(text) { try? Self.removeTree(in: shard, name: name, display: "") }
             }
         }
     }

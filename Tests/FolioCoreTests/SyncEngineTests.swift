@@ -208,10 +208,12 @@ final class SyncEngineTests: XCTestCase {
 
     /// What stands at a partial file's name is written to only when it is a file of Folio's own. A FIFO there
     /// took the bytes (and a large file held the run, past SIGTERM); a hard link to a file outside the destination
-    /// had that file overwritten.
+    /// had that file overwritten; a symbolic link or a folder failed the file on every run.
     func testAPartialNameHoldingAFIFOOrAHardLinkIsReplacedNotWrittenThrough() async throws {
         source.setFile("a.txt", "alpha")
         source.setFile("b.txt", "bravo")
+        source.setFile("c.txt", "charl")
+        source.setFile("d.txt", "delta")
         _ = try Destination(path: destination.path, create: true)
         let outside = TemporaryDirectory("engine-outside")
         FixtureTree.write(outside.path, "victim.txt", "precious, and longer")
@@ -221,12 +223,16 @@ final class SyncEngineTests: XCTestCase {
         }
         XCTAssertEqual(mkfifo(partial("a.txt", 5), 0o644), 0)
         XCTAssertEqual(link(outside.path("victim.txt"), partial("b.txt", 5)), 0)
+        XCTAssertEqual(symlink(outside.path("victim.txt"), partial("c.txt", 5)), 0)
+        FixtureTree.write(partial("d.txt", 5), "inside", "a folder at the name")
 
         let report = await run()
         XCTAssertEqual(report.result, .synced, report.error ?? "")
         XCTAssertEqual(report.failures.count, 0, "\(report.failures)")
         XCTAssertEqual(content("a.txt"), "alpha")
         XCTAssertEqual(content("b.txt"), "bravo")
+        XCTAssertEqual(content("c.txt"), "charl")
+        XCTAssertEqual(content("d.txt"), "delta")
         XCTAssertEqual(FixtureTree.read(outside.path("victim.txt")).map { String(decoding: $0, as: UTF8.self) }, "precious, and longer")
     }
 
@@ -238,9 +244,11 @@ final class SyncEngineTests: XCTestCase {
         let first = await run()
         XCTAssertEqual(first.result, .synced)
         FixtureTree.write(destination.path, ".folio/partial/0/0123456789abcdef.part", "half of a file gone from the source")
+        FixtureTree.write(destination.path, ".folio/partial/5/5aaaaaaaaaaaaaaa.part/inside", "a folder at a partial file's name")
         let unchanged = await run()
         XCTAssertEqual(unchanged.result, .unchanged)
         XCTAssertNil(FixtureTree.read(destination.path(".folio/partial/0/0123456789abcdef.part")))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: destination.path(".folio/partial/5/5aaaaaaaaaaaaaaa.part")), "a folder at a partial file's name stayed")
         source.setFile("b.txt", "bravo")
         let second = await run()
         XCTAssertEqual(second.result, .synced)
