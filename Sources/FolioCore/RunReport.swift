@@ -35,6 +35,8 @@ public struct RunReport: Sendable {
     public var createdFolders = 0
     /// Bytes copied this run.
     public var bytes: Int64 = 0
+    /// Of an interrupted run: bytes received into partial files not installed yet, which the next run resumes from.
+    public var bytesInPartialFiles: Int64 = 0
     /// Files that failed and are retried next run.
     public var failures: [(path: RelativePath, message: String)] = []
     /// The run-level error or the guard that refused, one line.

@@ -88,6 +88,8 @@ public struct SyncEngine: Sendable {
             report.error = "\(error)"
             digest = nil
         }
+        // Said with the stop: "0 B" alone read as if a large file's megabytes so far were lost.
+        if report.result == .interrupted { report.bytesInPartialFiles = max(0, progress.bytesDone - report.bytes) }
         await source.finishRun()
         return finish(report, runID: runID, started: started, digest: digest, memo: memo, hooked: !target.onChange.isEmpty)
     }

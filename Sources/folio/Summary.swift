@@ -28,7 +28,8 @@ enum Summary {
             // Stopped before the engine began it (waiting for another run's lock): there is nothing to resume.
             lines.append("\(name): \(report.error ?? "stopped"); nothing was started")
         case .interrupted:
-            lines.append("\(name): interrupted after \(CountText.of(report.downloaded + report.updated, "file")), \(ByteCount.format(report.bytes)); the next run resumes")
+            let kept = report.bytesInPartialFiles > 0 ? ", and \(ByteCount.format(report.bytesInPartialFiles)) in partial files" : ""
+            lines.append("\(name): interrupted after \(CountText.of(report.downloaded + report.updated, "file")), \(ByteCount.format(report.bytes))\(kept); the next run resumes")
         case .unchanged:
             lines.append(report.dryRun ? "\(name): nothing to do (dry run)" : "\(name): unchanged, checked in \(time)")
         case .synced:

@@ -984,6 +984,30 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(stderr, "mirror:\(work.path("dst")): failed: cannot open \(work.path("dst"))/.folio/trash: Not a directory; a file or a link stands where a folder should be: move it aside\n")
     }
 
+    /// A run stopped in the middle of a large file says how much its partial file holds: "0 files, 0 B" alone
+    /// read as if the megabytes so far were lost.
+    func testAnInterruptedRunSaysWhatItsPartialFilesHold() throws {
+        FixtureTree.write(work.path("src"), "big.bin", FixtureTree.bytes(count: 8 << 20, seed: 9))
+        let running = FolioBinary.start(["mirror", "--bwlimit", "1MB", work.path("src"), work.path("dst")], environment: environment)
+        let partials = work.path("dst/.folio/partial")
+        func held() -> Int {
+            FixtureTree.listing(partials).filter { $0.hasSuffix(".part") }.compactMap { name -> Int? in
+                var info = stat()
+                return stat(partials + "/" + name, &info) == 0 ? Int(info.st_size) : nil
+            }.reduce(0, +)
+        }
+        while running.process.isRunning, held() < 1 << 20 { usleep(20_000) }
+        kill(running.process.processIdentifier, SIGINT)
+        // The lines of a stop go to standard error, as a failure's do (a run that did not end as asked).
+        let output = String(decoding: running.standardErrorPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        running.process.waitUntilExit()
+        XCTAssertEqual(running.process.terminationStatus, 1, output)
+        let line = output.split(separator: "\n").last.map(String.init) ?? ""
+        XCTAssertTrue(line.hasPrefix("mirror:\(work.path("dst")): interrupted after 0 files, 0 B, and "), line)
+        XCTAssertTrue(line.hasSuffix(" MiB in partial files; the next run resumes"), line)
+        XCTAssertGreaterThanOrEqual(held(), 1 << 20, "the partial file was kept")
+    }
+
     /// A hang-up (the terminal closed, the SSH connection dropped) stops a run by hand as SIGTERM does: the files
     /// done are kept and counted, the run is recorded as interrupted, exit 1. It ended the process at once.
     func testAHangUpStopsARunCleanly() throws {
