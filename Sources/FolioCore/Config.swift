@@ -15,6 +15,9 @@ public struct Config: Sendable, Equatable {
     /// Lines (`file:line: …`) about settings that are harmless but probably a mistake (a source setting its target's
     /// source does not use); the commands that run targets print them, and the daemon logs them.
     public var warnings: [String] = []
+    /// The line of each target's `[[target]]` header, in `targets`' order (empty for a configuration not read from
+    /// text), for the checks made after parsing.
+    public var targetLines: [Int] = []
 
     /// A configuration with these targets and the defaults for everything else.
     public init(file: String, stateDirectory: String? = nil, targets: [TargetConfig]) {
@@ -70,13 +73,15 @@ public struct Config: Sendable, Equatable {
     /// Throws when a target's destination is another's, or inside it, or one of a local source and a destination
     /// is inside the other, once symlinks are resolved.
     public func checkDestinationsApartOnDisk() throws(ConfigError) {
-        for target in targets {
-            if let overlap = target.sourceOverlapOnDisk() { throw ConfigError(file: file, line: nil, message: "target \"\(target.name)\": \(overlap)") }
+        let line = { (index: Int) in targetLines.count == targets.count ? targetLines[index] : nil }
+        for (i, target) in targets.enumerated() {
+            if let overlap = target.sourceOverlapOnDisk() { throw ConfigError(file: file, line: line(i), message: "target \"\(target.name)\": \(overlap)") }
         }
         let real = targets.map { PathText.real($0.destination) }
         for (i, target) in targets.enumerated() {
             for (j, other) in targets.enumerated() where j != i && PathText.isWithin(real[i], real[j]) && (real[i] != real[j] || j < i) {
-                throw ConfigError(file: file, line: nil, message: "target \"\(target.name)\": destination \(target.destination) is inside target \"\(other.name)\"'s destination \(other.destination) (through a symbolic link: both are in \(real[j])); give each target a folder of its own")
+                let relation = real[i] == real[j] ? "is also" : "is inside"
+                throw ConfigError(file: file, line: line(i), message: "target \"\(target.name)\": destination \(target.destination) \(relation) target \"\(other.name)\"'s destination \(other.destination) (through a symbolic link: both are \(real[i] == real[j] ? "" : "in ")\(real[j])); give each target a folder of its own")
             }
         }
     }

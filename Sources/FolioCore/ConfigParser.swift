@@ -68,6 +68,7 @@ struct ConfigParser {
             targetLines.append(table.line)
         }
         try checkTargets(config.targets, lines: targetLines)
+        config.targetLines = targetLines
         return config
     }
 
