@@ -162,9 +162,10 @@ struct ConfigParser {
             target.onChange = command
         case "on-change-timeout":
             let text = try string(key, hint: "write it with a unit, e.g. on-change-timeout = \"15m\"")
-            guard let seconds = DurationText.seconds(text), seconds >= 1 else {
+            guard let seconds = DurationText.seconds(text) else {
                 throw error(key, "on-change-timeout \"\(text)\" is not a duration; write e.g. \"90s\", \"15m\" or \"2h\"")
             }
+            guard seconds >= 1 else { throw error(key, "on-change-timeout \"\(text)\" is shorter than a second; write at least \"1s\"") }
             target.onChangeTimeout = seconds
         case "identity": target.sourceSettings.identity = try absolutePath(key)
         case "passphrase-file": target.sourceSettings.passphraseFile = try secretPath(key)

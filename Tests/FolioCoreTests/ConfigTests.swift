@@ -75,6 +75,7 @@ final class ConfigTests: XCTestCase {
             (base + "interval = 90\n", "f.toml:5: interval must be a string, not an integer; write it with a unit, e.g. interval = \"15m\""),
             (base + "interval = \"soon\"\n", "f.toml:5: interval \"soon\" is not a duration; write e.g. \"90s\", \"15m\", \"2h\" or \"1d\""),
             (base + "interval = \"0s\"\n", "f.toml:5: interval \"0s\" is shorter than a second; write at least \"1s\""),
+            (base + "on-change-timeout = \"0s\"\n", "f.toml:5: on-change-timeout \"0s\" is shorter than a second; write at least \"1s\""),
             (base + "mode = \"sometimes\"\n", "f.toml:5: mode must be \"manual\", \"automatic\" or \"both\""),
             (base + "max-delete = \"lots\"\n", "f.toml:5: max-delete is a count (max-delete = 100) or a percentage (max-delete = \"50%\")"),
             (base + "max-delete = \"150%\"\n", "f.toml:5: max-delete \"150%\" is more than all entries; write a percentage from \"0%\" to \"100%\", or a count"),
