@@ -322,7 +322,12 @@ actor Scheduler: Service {
     private func apply(_ new: Config) {
         if let level = Logger.Level(rawValue: new.logLevel) { reporter.logger.logLevel = level }
         if new.stateDirectory != config.stateDirectory {
-            reporter.logger.warning("state-dir changed in \(configPath); it takes effect when the daemon restarts")
+            // Where FOLIO_STATE_DIR is set it wins over state-dir, so a restart would change nothing either.
+            if let override = ProcessInfo.processInfo.environment["FOLIO_STATE_DIR"], !override.isEmpty {
+                reporter.logger.warning("state-dir changed in \(configPath); FOLIO_STATE_DIR in the daemon's environment sets the state directory, so state-dir has no effect")
+            } else {
+                reporter.logger.warning("state-dir changed in \(configPath); it takes effect when the daemon restarts")
+            }
         }
         config = new
         let now = Date()

@@ -444,10 +444,12 @@ final class DaemonTests: XCTestCase {
         FixtureTree.write(scratch.path("src-docs"), "b.txt", "after the broken reload")
         eventually(20, "the old target still synced") { text(scratch.path("dst-docs/b.txt")) == "after the broken reload" }
 
-        writeConfig(target("docs") + target("more"))
+        // With a state-dir too, which the daemon's FOLIO_STATE_DIR overrides: a restart would not apply it either.
+        writeConfig("state-dir = \"\(scratch.path("elsewhere"))\"\n" + target("docs") + target("more"))
         daemon.signal(SIGHUP)
         eventually(20, "the new target synced") { text(scratch.path("dst-more/m.txt")) == "more" }
         XCTAssertTrue(daemon.log.contains("reloaded \(configPath): 2 automatic targets"), daemon.log)
+        XCTAssertTrue(daemon.log.contains("state-dir changed in \(configPath); FOLIO_STATE_DIR in the daemon's environment sets the state directory, so state-dir has no effect"), daemon.log)
         terminate(daemon)
     }
 
