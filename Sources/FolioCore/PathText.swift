@@ -14,10 +14,9 @@ public enum PathText {
     }
 
     /// The name of the user running Folio (its uid where the password database has none), for lines that say who
-    /// needs access to what.
-    public static var userName: String {
-        getpwuid(geteuid()).flatMap { String(validatingCString: $0.pointee.pw_name) } ?? "uid \(geteuid())"
-    }
+    /// needs access to what. Looked up once: each lookup reads the password database, and a tree with many
+    /// unreadable folders names the user on each one's line.
+    public static let userName: String = getpwuid(geteuid()).flatMap { String(validatingCString: $0.pointee.pw_name) } ?? "uid \(geteuid())"
 
     /// `path` with a leading `~/` read as the home folder of the user running Folio, from the password database
     /// (not `$HOME`, as ssh finds `~/.ssh`).

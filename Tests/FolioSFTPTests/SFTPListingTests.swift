@@ -381,10 +381,8 @@ final class SFTPListingTests: SFTPTestCase {
     /// starts, with an 8 s timeout; libssh2's own keepalive (every 5 s at that timeout) used to end the wait
     /// early with LIBSSH2_ERROR_TIMEOUT.
     func testAServerSilentForLessThanTheTimeoutIsWaitedFor() async throws {
-        let tools = TemporaryDirectory("tools-slow-find")
-        FixtureTree.write(tools.path, "find", "#!/bin/sh\nsleep 6.5\nexec /usr/bin/find \"$@\"\n")
-        XCTAssertEqual(chmod(tools.path("find"), 0o755), 0)
-        let server = try SSHServer(commandPath: "\(tools.path):/usr/bin:/bin")
+        let (server, tools) = try server(running: "sleep 6.5\nexec /usr/bin/find \"$@\"\n", as: "find")
+        defer { withExtendedLifetime(tools) {} }
         let served = TemporaryDirectory("sftp-slow")
         FixtureTree.write(served.path, "a.txt", "alpha\n")
         let started = ContinuousClock.now
@@ -397,10 +395,8 @@ final class SFTPListingTests: SFTPTestCase {
     /// fails the listing with a line that says the server went silent, not that the connection was lost: the
     /// connection is up, and the place to look is the server.
     func testAServerSilentForLongerThanTheTimeoutIsSaidToBeSilent() async throws {
-        let tools = TemporaryDirectory("tools-stuck-find")
-        FixtureTree.write(tools.path, "find", "#!/bin/sh\nsleep 8\n")
-        XCTAssertEqual(chmod(tools.path("find"), 0o755), 0)
-        let server = try SSHServer(commandPath: "\(tools.path):/usr/bin:/bin")
+        let (server, tools) = try server(running: "sleep 8\n", as: "find")
+        defer { withExtendedLifetime(tools) {} }
         let served = TemporaryDirectory("sftp-stuck")
         FixtureTree.write(served.path, "a.txt", "alpha\n")
         let error = await snapshotError(try source(server, served.path, method: .execOnly, timeout: 2))

@@ -35,6 +35,15 @@ class SFTPTestCase: XCTestCase {
                               timeout: 10, transfers: 1)
     }
 
+    /// A test sshd whose commands find `command` as the shell script `script` first on their PATH (a `find` that
+    /// sleeps, a `tar` that dies), and the folder holding it, which must live as long as the server is used.
+    func server(running script: String, as command: String) throws -> (server: SSHServer, tools: TemporaryDirectory) {
+        let tools = TemporaryDirectory("tools-\(command)")
+        FixtureTree.write(tools.path, command, "#!/bin/sh\n" + script)
+        XCTAssertEqual(chmod(tools.path(command), 0o755), 0)
+        return (try SSHServer(commandPath: "\(tools.path):/usr/bin:/bin"), tools)
+    }
+
     /// The error a snapshot throws, as a `SourceError` (failing the test when it succeeds).
     func snapshotError(_ source: SFTPSource, file: StaticString = #filePath, line: UInt = #line) async -> SourceError? {
         do {

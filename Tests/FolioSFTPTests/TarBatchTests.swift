@@ -92,10 +92,8 @@ final class TarBatchTests: SFTPTestCase {
     /// no exit status: libssh2 reports 0 for it, which is not taken as success, and nothing in the batch is
     /// trusted. tar itself works, so the server keeps being asked for batches.
     func testATarKilledBySignalIsNotTrusted() async throws {
-        let tools = TemporaryDirectory("tools-killed-tar")
-        FixtureTree.write(tools.path, "tar", "#!/bin/sh\n/usr/bin/tar \"$@\"\nkill -KILL $$\n")
-        XCTAssertEqual(chmod(tools.path("tar"), 0o755), 0)
-        let server = try SSHServer(commandPath: "\(tools.path):/usr/bin:/bin")
+        let (server, tools) = try server(running: "/usr/bin/tar \"$@\"\nkill -KILL $$\n", as: "tar")
+        defer { withExtendedLifetime(tools) {} }
         let served = TemporaryDirectory("tar-served")
         for name in ["a", "b"] { FixtureTree.write(served.path, name, name) }
         let source = try source(server, served.path, method: .execOnly)
