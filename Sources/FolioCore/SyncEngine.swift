@@ -189,9 +189,12 @@ public struct SyncEngine: Sendable {
         events.emit(.stage(target: name, stage: .planning))
         Self.sharePaths(of: &local.items, with: snapshot)
         _ = folio_return_free_pages_to_system()
-        let record = startsOver ? RecordedTree([]) : try state.record(of: name, sharingPathsWith: snapshot)
-        let plan = SyncPlanner.plan(remote: snapshot, local: local.items, record: record, removalsAllowed: snapshot.isComplete,
-                                      localPrecision: localPrecision, localTimeRange: localTimeRange, leftAlone: local.leftAlone)
+        // A record of another tree still tells which local files Folio wrote (by inode, size and time): without it,
+        // a target pointed at another source reported every file it replaced there as a local change.
+        let record = try state.record(of: name, sharingPathsWith: snapshot)
+        let plan = SyncPlanner.plan(remote: snapshot, local: local.items, record: record, recordIsOfAnotherTree: startsOver,
+                                    removalsAllowed: snapshot.isComplete, localPrecision: localPrecision, localTimeRange: localTimeRange,
+                                    leftAlone: local.leftAlone)
         // The plan holds all the run needs from here. Why end the rest now: an initial run's transfers would
         // otherwise hold the listing beside the plan's copy of it (at 100,000 files, 6 MB of the run's peak).
         _ = consume snapshot

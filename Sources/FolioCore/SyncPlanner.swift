@@ -10,17 +10,20 @@ public enum SyncPlanner {
     ///   - remote: the source's snapshot.
     ///   - local: the destination's entries, sorted, without `.folio`.
     ///   - record: what the state database remembers, by path.
+    ///   - recordIsOfAnotherTree: the record is of the target's runs from another source or into another folder
+    ///     (the run starts it over): its versions say nothing of this source's, so the plan is a first run's, but
+    ///     a local file it names, still as Folio left it, is still Folio's (not a local change).
     ///   - removalsAllowed: false when the listing was incomplete: then nothing is removed or replaced by
     ///     another kind, and those cases are counted in `withheldRemovals`.
     ///   - localPrecision: how finely the destination's filesystem keeps times (`Destination.timePrecision`):
     ///     a time it cut down is not a difference.
     ///   - leftAlone: what the destination's scan left in place unlisted: the folders holding it stay, and no
     ///     source file takes the place of an excluded folder.
-    public static func plan(remote: Snapshot, local: [LocalItem], record: RecordedTree, removalsAllowed: Bool,
-                            localPrecision: TimePrecision = .nanosecond, localTimeRange: KeptTimeRange? = nil,
+    public static func plan(remote: Snapshot, local: [LocalItem], record: RecordedTree, recordIsOfAnotherTree: Bool = false,
+                            removalsAllowed: Bool, localPrecision: TimePrecision = .nanosecond, localTimeRange: KeptTimeRange? = nil,
                             leftAlone: LeftAlone = LeftAlone()) -> SyncPlan {
-        var merge = Merge(record: record, removalsAllowed: removalsAllowed, localPrecision: localPrecision, localTimeRange: localTimeRange,
-                          leftAlone: leftAlone)
+        var merge = Merge(record: record, recordIsOfAnotherTree: recordIsOfAnotherTree, removalsAllowed: removalsAllowed,
+                          localPrecision: localPrecision, localTimeRange: localTimeRange, leftAlone: leftAlone)
         merge.run(remote: remote.entries, local: local)
         return merge.finish(remote: remote, local: local)
     }
@@ -29,6 +32,7 @@ public enum SyncPlanner {
 /// The state of one merge pass.
 private struct Merge {
     let record: RecordedTree
+    let recordIsOfAnotherTree: Bool
     let removalsAllowed: Bool
     let localPrecision: TimePrecision
     let localTimeRange: KeptTimeRange?
@@ -41,8 +45,10 @@ private struct Merge {
     /// The last folder kept for what it holds (see `remove`): the folders kept inside it need no line of their own.
     var keptHolder: RelativePath?
 
-    init(record: RecordedTree, removalsAllowed: Bool, localPrecision: TimePrecision, localTimeRange: KeptTimeRange?, leftAlone: LeftAlone) {
+    init(record: RecordedTree, recordIsOfAnotherTree: Bool, removalsAllowed: Bool, localPrecision: TimePrecision, localTimeRange: KeptTimeRange?,
+         leftAlone: LeftAlone) {
         self.record = record
+        self.recordIsOfAnotherTree = recordIsOfAnotherTree
         self.removalsAllowed = removalsAllowed
         self.localPrecision = localPrecision
         self.localTimeRange = localTimeRange
@@ -107,7 +113,8 @@ private struct Merge {
     }
 
     mutating func finish(remote: Snapshot, local: [LocalItem]) -> SyncPlan {
-        if removalsAllowed {
+        // Why not for a record of another tree: the run forgets it whole (`StateStore.startOver`).
+        if removalsAllowed, !recordIsOfAnotherTree {
             // Records of paths on neither side; those of removed local entries go with their removal. Those of
             // excluded entries still at the destination stay (`LeftAlone.covers`).
             plan.recordDeletions = record.lazy.map(\.path).filter { path in
@@ -223,7 +230,10 @@ private struct Merge {
 
     /// Both sides have the path.
     private mutating func compare(_ entry: Entry, _ item: LocalItem) {
-        let recorded = record[entry.path]
+        let written = record[entry.path]
+        // The version Folio copied, when it was this source's: another source's size, time or ETag matching this
+        // one's is no sign of the same content.
+        let recorded = recordIsOfAnotherTree ? nil : written
         switch (entry.kind, item.kind) {
         case (.folder, .folder):
             if entry.mtime.isKnown, !hasSourceTime(entry, item) {
@@ -233,7 +243,7 @@ private struct Merge {
             }
         case (.file, .file):
             let sameShape = entry.size == item.size && hasSourceTime(entry, item)
-            let leftAsWritten = recorded?.isLeftAsWritten(item, timeRange: localTimeRange) ?? false
+            let leftAsWritten = written?.isLeftAsWritten(item, timeRange: localTimeRange) ?? false
             if sameShape {
                 if let recorded, leftAsWritten, Self.sourceMovedOn(entry, from: recorded) {
                     // Same size and time here, but the source is not at the version Folio wrote: a new ETag or

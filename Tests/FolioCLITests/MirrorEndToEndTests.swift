@@ -887,6 +887,41 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(FixtureTree.listing(work.path("usb/.folio/trash")), [], "the files already there were adopted")
     }
 
+    /// A target pointed at another source replaces and removes the files Folio wrote there as its own: to the
+    /// trash, as always, but not as "local files that folio did not write" (it said so of each, as its record had
+    /// started over). A file edited here is still one, and a file the other source holds alike is adopted.
+    func testARunFromAnotherSourceKnowsTheFilesFolioWroteThere() throws {
+        for (name, content) in [("same.txt", "same"), ("changed.txt", "one"), ("gone.txt", "gone"), ("edited.txt", "theirs")] {
+            FixtureTree.write(work.path("src"), name, content, mtime: (1_600_000_000, 0))
+        }
+        FixtureTree.write(work.path("other"), "same.txt", "same", mtime: (1_600_000_000, 0))
+        FixtureTree.write(work.path("other"), "changed.txt", "two!", mtime: (1_600_000_100, 0))
+        FixtureTree.write(work.path("other"), "edited.txt", "new one", mtime: (1_600_000_100, 0))
+        let path = work.path("dst")
+        XCTAssertEqual(FolioBinary.run(["mirror", work.path("src"), path], environment: environment).status, 0)
+        FixtureTree.write(path, "edited.txt", "edited here")
+
+        let other = FolioBinary.run(["mirror", work.path("other"), path], environment: environment)
+        XCTAssertEqual(other.status, 0, other.stderr)
+        let target = "mirror:\(path)"
+        XCTAssertEqual(other.stdoutLines.filter { $0.hasPrefix("\(target): ") }.map { $0.replacingOccurrences(of: #" in [0-9.]+ m?s"#, with: "", options: .regularExpression) }
+                           .map { $0.replacingOccurrences(of: #"trash/[^)]*"#, with: "trash/RUN", options: .regularExpression) },
+                       ["\(target): 2 updated, 1 removed (in trash), 11 B",
+                        "\(target): 1 local file that folio did not write or that changed here was moved to the trash: edited.txt (kept in \(path)/.folio/trash/RUN)"],
+                       other.stdout)
+        XCTAssertEqual(FixtureTree.listing(path), ["changed.txt", "edited.txt", "same.txt"])
+        XCTAssertEqual(FixtureTree.read(work.path("dst/changed.txt")), Array("two!".utf8))
+        let trash = try XCTUnwrap(try FileManager.default.contentsOfDirectory(atPath: work.path("dst/.folio/trash")).first)
+        XCTAssertEqual(FixtureTree.listing(work.path("dst/.folio/trash/\(trash)")), ["changed.txt", "edited.txt", "gone.txt"])
+        XCTAssertEqual(FixtureTree.read(work.path("dst/.folio/trash/\(trash)/edited.txt")), Array("edited here".utf8))
+        XCTAssertEqual(FixtureTree.read(work.path("dst/.folio/trash/\(trash)/changed.txt")), Array("one".utf8))
+
+        // The record is the new source's now: a second run from it has nothing to do.
+        let again = FolioBinary.run(["mirror", work.path("other"), path], environment: environment)
+        XCTAssertEqual(again.status, 0, again.stderr)
+        XCTAssertEqual(again.stdoutLines.last?.hasPrefix("\(target): unchanged"), true, again.stdout)
+    }
+
     /// A mirror whose `.folio` was deleted still holds its files: the refusal says so rather than asking whether
     /// the drive is mounted, and `--force` takes the files there as they are (adopted, nothing fetched again).
     func testAMirrorWhoseFolioFolderWasDeletedIsRefusedWithItsOwnLine() throws {

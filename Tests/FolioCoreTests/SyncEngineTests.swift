@@ -336,6 +336,32 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertEqual(trashed("stray.txt"), ["not from the source"])
     }
 
+    /// A destination moved with `mv` and the target pointed at its new place: the record starts over, and still
+    /// knows the files Folio wrote (by inode, size and time), so a file changed at the source replaces Folio's copy
+    /// as such, not as "a local file that folio did not write". An edit made here is still reported.
+    func testADestinationMovedToAnotherFolderStillKnowsTheFilesFolioWrote() async throws {
+        source.setFile("changed.txt", "one")
+        source.setFile("edited.txt", "two")
+        source.setFile("same.txt", "same")
+        _ = await run()
+        let moved = TemporaryDirectory("engine-moved")
+        XCTAssertEqual(rmdir(moved.path), 0)
+        XCTAssertEqual(rename(destination.path, moved.path), 0)
+        target.destination = moved.path
+        destination = moved
+        FixtureTree.write(destination.path, "edited.txt", "edited here")
+        source.setFile("changed.txt", "one, longer")
+        source.setFile("edited.txt", "two, longer")
+        let report = await run()
+        XCTAssertEqual(report.result, .synced, report.error ?? "")
+        XCTAssertEqual(report.updated, 2)
+        XCTAssertEqual(report.localChanges.map(\.description), ["edited.txt"])
+        XCTAssertEqual(trashed("changed.txt"), ["one"])
+        XCTAssertEqual(trashed("edited.txt"), ["edited here"])
+        XCTAssertEqual(content("changed.txt"), "one, longer")
+        XCTAssertEqual(Set(try state.record(of: "t").map(\.path.description)), ["changed.txt", "edited.txt", "same.txt"])
+    }
+
     /// A stop by hand (Ctrl-C or SIGTERM to `sync --now`) cancels only the run's progress, not its task. Landing
     /// between two files, where no transfer meets it, it still ends the run "interrupted", with nothing counted
     /// as failed, and the files not reached are not copied.

@@ -8,6 +8,8 @@ final class SyncPlannerTests: XCTestCase {
         var remote: [Entry]
         var local: [LocalItem]
         var record: [RecordedEntry] = []
+        /// The record is of the target's runs from another source (`SyncPlanner.plan`'s `recordIsOfAnotherTree`).
+        var recordOfAnotherSource = false
         var complete = true
         /// How finely the destination keeps times, and which.
         var localPrecision = TimePrecision.nanosecond
@@ -170,6 +172,16 @@ final class SyncPlannerTests: XCTestCase {
                  remote: [file("a", mtime: -5_364_662_400_000_000_000, validator: "e")], local: [item("a", mtime: -2_147_483_648_000_000_000)],
                  record: [rec("a", mtime: -5_364_662_400_000_000_000, localMtime: -2_147_483_648_000_000_000, validator: "e")],
                  expected: ["unchanged 1"]),
+            Case(name: "another source: its files Folio wrote here are replaced and removed as Folio's; an edited one is a local change",
+                 remote: [file("changed", size: 20, mtime: 200), file("edited", size: 20, mtime: 200)],
+                 local: [item("changed"), item("edited", inode: 9), item("gone")], record: [rec("changed"), rec("edited"), rec("gone"), rec("elsewhere")],
+                 recordOfAnotherSource: true, expected: ["rm gone gone 1", "get changed replace", "get edited replace local-changes"]),
+            Case(name: "another source: the same ETag as the version Folio copied from the old one is no sign of the same content",
+                 remote: [file("a", mtime: 300, validator: "e")], local: [item("a")], record: [rec("a", validator: "e")],
+                 recordOfAnotherSource: true, expected: ["get a replace"]),
+            Case(name: "another source: a file alike is adopted, as on a first run",
+                 remote: [file("a", validator: "new")], local: [item("a")], record: [rec("a", validator: "old")],
+                 recordOfAnotherSource: true, expected: ["adopt a", "unchanged 1"]),
             Case(name: "whole seconds here: a new second at the source is a change",
                  remote: [file("a", mtime: 6_000_000_000)], local: [item("a", mtime: 5_000_000_000)],
                  record: [rec("a", mtime: 5_000_000_123, localMtime: 5_000_000_000)], localPrecision: .second, expected: ["get a replace"]),
@@ -184,8 +196,9 @@ final class SyncPlannerTests: XCTestCase {
             let leftAlone = LeftAlone(excluded: row.excluded.map { path($0) },
                                       holdingUnlisted: row.holdingUnlisted.map { path($0) },
                                       unreadable: row.unreadable.map { (path($0), "Permission denied") })
-            let plan = SyncPlanner.plan(remote: snapshot, local: local, record: record, removalsAllowed: snapshot.isComplete,
-                                        localPrecision: row.localPrecision, localTimeRange: row.localTimeRange, leftAlone: leftAlone)
+            let plan = SyncPlanner.plan(remote: snapshot, local: local, record: record, recordIsOfAnotherTree: row.recordOfAnotherSource,
+                                        removalsAllowed: snapshot.isComplete, localPrecision: row.localPrecision,
+                                        localTimeRange: row.localTimeRange, leftAlone: leftAlone)
             XCTAssertEqual(describe(plan), row.expected, row.name)
         }
     }
