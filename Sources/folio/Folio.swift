@@ -56,13 +56,27 @@ struct Folio: AsyncParsableCommand {
             Foundation.exit(error.rawValue)
         } catch {
             let code = exitCode(for: error)
-            let message = fullMessage(for: error)
             if code == .success {
-                print(message)
+                print(fullMessage(for: error))
                 Foundation.exit(0)
             }
-            FileDescriptorOutput.writeToStandardError((message.hasPrefix("Error: ") ? "folio: " + message.dropFirst(7) : message) + "\n")
+            FileDescriptorOutput.writeToStandardError("folio: \(usageLine(for: error))\n")
             Foundation.exit(code.rawValue == 64 ? ExitStatus.usage.rawValue : code.rawValue)
         }
+    }
+
+    /// argument-parser's error as one line, as every other error is: its message, then the command whose help
+    /// says the rest. Why not its full message: that adds the argument's help and the command's usage on lines
+    /// of their own (three or four in all, the usage of `sync` longer than a terminal's line), and the help has
+    /// both.
+    static func usageLine(for error: any Error) -> String {
+        let message = message(for: error).split(whereSeparator: \.isNewline).joined(separator: "; ")
+        // The full message ends "See 'folio mirror --help' for more information." for the command that was
+        // being parsed: the one place that names it.
+        let help = fullMessage(for: error, columns: Int.max).split(whereSeparator: \.isNewline).lazy.compactMap { line -> Substring? in
+            guard let start = line.range(of: "See '"), let end = line[start.upperBound...].firstIndex(of: "'") else { return nil }
+            return line[start.upperBound..<end]
+        }.first ?? "folio --help"
+        return "\(message); see \(help)"
     }
 }

@@ -315,6 +315,29 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(FixtureTree.read(work.path("dst/a.txt")), Array("two, longer".utf8))
     }
 
+    /// A mistyped command line gets one line, as every other error does, naming the help to read, exit 2; the
+    /// help itself still goes to standard output, exit 0. (argument-parser's own message took three or four
+    /// lines: the argument's help and the command's whole usage.)
+    func testAMistypedCommandLineGetsOneLine() throws {
+        let cases: [([String], String)] = [
+            (["mirror", work.path("src")], "folio: Missing expected argument '<destination>'; see folio mirror --help"),
+            (["mirror", "--nosuch", "a", "b"], "folio: Unknown option '--nosuch'; see folio mirror --help"),
+            (["mirror", "a", "b", "--transfers", "x"], "folio: The value 'x' is invalid for '--transfers <transfers>'; see folio mirror --help"),
+            (["sync", "--now", "--bogus"], "folio: Unknown option '--bogus'; see folio sync --help"),
+            (["nosuch"], "folio: Unexpected argument 'nosuch'; see folio --help"),
+        ]
+        for (arguments, line) in cases {
+            let outcome = FolioBinary.run(arguments, environment: environment)
+            XCTAssertEqual(outcome.status, 2, arguments.joined(separator: " "))
+            XCTAssertEqual(outcome.stderrLines, [line])
+            XCTAssertEqual(outcome.stdout, "", arguments.joined(separator: " "))
+        }
+        let help = FolioBinary.run(["mirror", "--help"], environment: environment)
+        XCTAssertEqual(help.status, 0, help.stderr)
+        XCTAssertEqual(help.stdoutLines.first, "OVERVIEW: Mirror SOURCE into DEST once, without a configuration file.", help.stdout)
+        XCTAssertEqual(help.stderr, "")
+    }
+
     /// Half an HTTP log-in (a user without a password, a token beside them) is a usage error naming the flags,
     /// before anything is made or contacted.
     /// A URL with a slash missing is a relative path to the shell, which was then "missing" in the working folder
