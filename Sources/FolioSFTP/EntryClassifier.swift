@@ -225,6 +225,7 @@ struct EntryClassifier: Sendable {
     static func reason(_ error: LibSSH2Error) -> String {
         if error.isPermissionDenied { return "permission denied on the server" }
         if error.isNoSuchFile { return "disappeared while listing" }
+        if error.isEndlessListing { return error.message }
         return error.description
     }
 }

@@ -10,6 +10,8 @@ struct LibSSH2Error: Error, Sendable, CustomStringConvertible {
     var sftpStatus: UInt?
     /// Folio's own SFTP channel read text where the subsystem's first answer belonged (see `SFTPPipe.init`).
     var isTextBeforeSFTP = false
+    /// Folio gave up on a folder whose listing did not end (`FolderNames`): `message` says why.
+    var isEndlessListing = false
 
     var description: String {
         var text = "libssh2 \(code) (\(Self.name(of: code)))"

@@ -24,7 +24,7 @@ enum SFTPFolderWalk {
     private struct Reading {
         var job: FolderJob
         var handle: [UInt8]
-        var names: Names = []
+        var names = FolderNames()
         var outcome: Result<Names, LibSSH2Error>?
     }
 
@@ -71,10 +71,14 @@ enum SFTPFolderWalk {
                     // A folder already ended (its first read brought the end, or failed) ignores its second read.
                     guard reading[slot].outcome == nil else { continue }
                     if answer.type == SFTPPipe.Message.name.rawValue {
-                        reading[slot].names += try fields.names()
+                        do {
+                            for name in try fields.names() { try reading[slot].names.append(name) }
+                        } catch let error as LibSSH2Error {
+                            reading[slot].outcome = .failure(error)
+                        }
                     } else if answer.type == SFTPPipe.Message.status.rawValue {
                         let error = try fields.statusError()
-                        reading[slot].outcome = error.map { .failure($0) } ?? .success(reading[slot].names)
+                        reading[slot].outcome = error.map { .failure($0) } ?? .success(reading[slot].names.names)
                     } else {
                         throw SFTPPipe.Malformed()
                     }

@@ -294,7 +294,7 @@ final class SSHSession {
         defer { closeLater(handle) }
         let sftp = try sftpChannel()
         var buffer = [CChar](repeating: 0, count: 4096)
-        var names: [(name: [UInt8], attributes: RemoteAttributes)] = []
+        var names = FolderNames()
         var opening = next
         while true {
             let item: (name: [UInt8], attributes: RemoteAttributes)?
@@ -314,9 +314,9 @@ final class SSHSession {
                 item = try LibSSH2.readFolder(session, sftp, handle, buffer: &buffer)
             }
             guard let item else { break }
-            names.append(item)
+            try names.append(item)
         }
-        return names
+        return names.names
     }
 
     /// Closes the folder opened ahead that no listing took (none does in practice: the next listing takes it).
