@@ -4,6 +4,9 @@ public struct ListingIssue: Sendable, Hashable, CustomStringConvertible {
     public enum Kind: Sendable, Hashable {
         /// A folder (or the entry itself) could not be read: nothing may be removed on its account.
         case unreadable(String)
+        /// A file the listing named but gave no usable size for (none, an impossible one, or, where it had to be
+        /// asked for apart, the asking failed): blocks removals as `unreadable` does.
+        case unreadableFile(String)
         /// An entry deliberately left out (bad name, special file, symlink by policy, outside the root, a file whose
         /// place a folder Folio leaves alone holds).
         case skipped(String)
@@ -38,10 +41,13 @@ public struct ListingIssue: Sendable, Hashable, CustomStringConvertible {
         ListingIssue(path: path.description, kind: .unreadable("cannot resolve the symbolic link: \(reason)"))
     }
 
-    /// Whether this issue holds back removals: true for `.unreadable`, whose contents are unknown.
+    /// Whether this issue holds back removals: true for `.unreadable` and `.unreadableFile`, whose contents are
+    /// unknown.
     public var blocksRemovals: Bool {
-        if case .unreadable = kind { return true }
-        return false
+        switch kind {
+        case .unreadable, .unreadableFile: true
+        default: false
+        }
     }
 
     /// The most issues of one group (see `noticeGroup`) that are each given their own notice line.
@@ -75,7 +81,7 @@ public struct ListingIssue: Sendable, Hashable, CustomStringConvertible {
         case .skipped(let why): "skipped: " + why
         case .kept(let why): "kept: " + why
         case .normalizationClash: "normalisation"
-        case .unreadable, .warning: nil
+        case .unreadable, .unreadableFile, .warning: nil
         }
     }
 
@@ -98,6 +104,7 @@ public struct ListingIssue: Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch kind {
         case .unreadable(let why): "cannot list \(path): \(why)"
+        case .unreadableFile(let why): "cannot mirror \(path): \(why)"
         case .skipped(let why): "skipped \(path): \(why)"
         case .normalizationClash(let other): "\(path) and \(other) differ only in Unicode normalisation; both kept"
         case .warning(let text): "\(path): \(text)"

@@ -20,10 +20,10 @@ public struct SnapshotBuilder: Sendable {
     }
 
     /// Adds one listed entry, in any order. A file whose size is negative or past `Entry.maximumFileSize` is an
-    /// unreadable issue instead: what it holds is not known, so nothing may be removed on its account either.
+    /// unreadable file instead: what it holds is not known, so nothing may be removed on its account either.
     public mutating func append(_ entry: Entry) {
         if entry.kind == .file, !(0...Entry.maximumFileSize).contains(entry.size) {
-            issues.append(ListingIssue(path: entry.path.description, kind: .unreadable("the source gave it an impossible size (\(entry.size) bytes)")))
+            issues.append(ListingIssue(path: entry.path.description, kind: .unreadableFile("the source gave it an impossible size (\(entry.size) bytes)")))
             return
         }
         if chunks.isEmpty || chunks[chunks.count - 1].count == chunks[chunks.count - 1].capacity {

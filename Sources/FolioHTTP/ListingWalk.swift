@@ -272,7 +272,8 @@ final class ListingWalk: @unchecked Sendable {
         // A server that answered with a status (a 503 or 429 that outlasted the retries) is reachable: that is
         // this folder's or file's failure, as a 500 is, not the run's.
         case _ where error.failsRun && error.underlying?.hasPrefix("HTTP ") != true: stop(error)
-        case .folder(let path), .head(let path): add([], issues: [ListingIssue(path: path.description, kind: .unreadable(error.message))])
+        case .folder(let path): add([], issues: [ListingIssue(path: path.description, kind: .unreadable(error.message))])
+        case .head(let path): add([], issues: [ListingIssue(path: path.description, kind: .unreadableFile(error.message))])
         }
     }
 

@@ -207,7 +207,7 @@ struct WebDAVLister: Sendable {
             } else if let size = response.contentLength, size >= 0 {
                 entries.append(Entry(path: path, kind: .file, size: size, mtime: mtime, precision: .second, validator: EntityTag.normalized(response.etag)))
             } else {
-                issues.append(ListingIssue(path: path.description, kind: .unreadable("the server gave no size (getcontentlength) for it")))
+                issues.append(ListingIssue(path: path.description, kind: .unreadableFile("the server gave no size (getcontentlength) for it")))
             }
         }
         if folder.isRoot, responses.isEmpty {

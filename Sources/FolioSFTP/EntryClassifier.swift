@@ -145,7 +145,7 @@ struct EntryClassifier: Sendable {
     /// empty, a 10-byte file was installed empty and then "unchanged" run after run).
     private static func admitFile(_ path: RelativePath, size: Int64?, mtime: FileTime, precision: TimePrecision, into out: inout FolderListing) {
         guard let size else {
-            out.found.note(ListingIssue(path: path.description, kind: .unreadable("the server gave no size for it")))
+            out.found.note(ListingIssue(path: path.description, kind: .unreadableFile("the server gave no size for it")))
             return
         }
         out.found.append(Entry(path: path, kind: .file, size: size, mtime: mtime, precision: precision))

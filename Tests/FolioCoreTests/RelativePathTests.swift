@@ -121,8 +121,8 @@ final class RelativePathTests: XCTestCase {
         let snapshot = builder.finish()
         XCTAssertEqual(snapshot.entries.map(\.path.description), ["largest", "ok"])
         XCTAssertEqual(snapshot.issues.map(\.description), [
-            "cannot list huge: the source gave it an impossible size (9223372036854775807 bytes)",
-            "cannot list negative: the source gave it an impossible size (-5 bytes)",
+            "cannot mirror huge: the source gave it an impossible size (9223372036854775807 bytes)",
+            "cannot mirror negative: the source gave it an impossible size (-5 bytes)",
         ])
         XCTAssertFalse(snapshot.isComplete, "nothing is removed on a listing that holds one")
         var plan = SyncPlan()

@@ -51,7 +51,7 @@ final class HTTPServerTests: XCTestCase {
         let snapshot = try await source(server.url("nosize", "probe/")).snapshot(options: ListingOptions())
         XCTAssertEqual(snapshot.entries.map(\.path.description), [])
         XCTAssertEqual(snapshot.issues.map(\.description), [
-            "cannot list a.txt: \(server.url("nosize", "probe/a.txt")) states no size: HEAD gave no Content-Length, and a one-byte GET was answered with the whole file and no Content-Length either; nothing is removed until the server states it",
+            "cannot mirror a.txt: \(server.url("nosize", "probe/a.txt")) states no size: HEAD gave no Content-Length, and a one-byte GET was answered with the whole file and no Content-Length either; nothing is removed until the server states it",
         ])
         XCTAssertFalse(snapshot.isComplete)
     }

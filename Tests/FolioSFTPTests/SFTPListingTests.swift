@@ -412,7 +412,7 @@ final class SFTPListingTests: SFTPTestCase {
         XCTAssertEqual(EntryClassifier.admit(path, kind: .file, size: nil, mtime: FileTime(seconds: 1), precision: .second, options: ListingOptions(), into: &listing), .done)
         let snapshot = listing.found.finish()
         XCTAssertEqual(snapshot.entries.map(\.path), [])
-        XCTAssertEqual(snapshot.issues.map(\.description), ["cannot list nosz.txt: the server gave no size for it"])
+        XCTAssertEqual(snapshot.issues.map(\.description), ["cannot mirror nosz.txt: the server gave no size for it"])
         XCTAssertFalse(snapshot.isComplete)
     }
 
