@@ -400,7 +400,8 @@ public final class Destination: Sendable {
         var info = stat()
         if fstatat(trashFD, runID, &info, AT_SYMLINK_NOFOLLOW) != 0 {
             // The reading before the folder: a crash between them leaves a reading without a folder (which the
-            // next purge drops), never a folder aged by its name alone. Best effort: without a reading, the name.
+            // next purge drops), never a folder without one. Best effort: without a reading, the purge counts it
+            // as made when it first sees it.
             let clocks = openClockFolder(create: true)
             if clocks >= 0 {
                 Self.writeClockReading(.now(), for: runID, in: clocks)
@@ -456,15 +457,16 @@ public final class Destination: Sendable {
     /// them in `trash-clock`. A folder's made time is the later of what its name says (UTC, by the wall clock of its
     /// run) and what its clock reading says seen from `now` (`ClockReading.seen(at:)`), so a folder made while
     /// the wall clock was behind is kept its full `days` once NTP sets the clock, rather than purged on the next
-    /// run. A reading seen anew is written back, so what it learnt outlives a reboot. A name that is not a run's
-    /// (a folder someone put there) is left alone.
+    /// run. A reading seen anew is written back, so what it learnt outlives a reboot; a folder without one counts
+    /// as made when first seen, and gets one. A name that is not a run's (a folder someone put there) is left
+    /// alone.
     /// Returns what it removed, and what it could not.
     @discardableResult
     func purgeTrash(olderThan days: Int, now: ClockReading = .now()) -> TrashPurge {
         var purge = TrashPurge()
         guard trashFD >= 0 else { return purge }
         let display = "\(path)/.folio/trash"
-        let clocks = openClockFolder(create: false)
+        var clocks = openClockFolder(create: false)
         defer { if clocks >= 0 { close(clocks) } }
         let cutoff = now.wall - Int64(days) * 86_400
         var runs = Set<String>()
@@ -480,9 +482,16 @@ public final class Destination: Sendable {
                 // Not for a second's difference: the two clocks are read in whole seconds, a moment apart.
                 if seen.carried != reading.carried || seen.wall > reading.wall + 60 { Self.writeClockReading(seen, for: name, in: clocks) }
                 made = max(named, seen.wall)
+            } else if days > 0 {
+                // No reading (lost, or the folder is an older Folio's): made when first seen, as after a reboot.
+                // Aged by its name alone, a folder named while the wall clock was behind went at once, its days
+                // unkept. Without a reading written, it is first seen again at every run, and kept.
+                if clocks < 0 { clocks = openClockFolder(create: true) }
+                if clocks >= 0 { Self.writeClockReading(now, for: name, in: clocks) }
+                made = max(named, now.wall)
             }
             guard days == 0 || made < cutoff else { runs.insert(name); continue }
-            // The reading goes first: a folder left without one is aged by its name, which is older still.
+            // The reading goes first: a folder left without one is first seen anew, so kept longer still.
             if clocks >= 0 { unlinkat(clocks, name, 0) }
             purge.remove { () throws(SourceError) in try Self.removeTree(in: trashFD, name: bytes, display: "\(display)/\(name)") }
         }

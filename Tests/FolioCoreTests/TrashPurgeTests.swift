@@ -85,8 +85,8 @@ final class TrashPurgeTests: XCTestCase {
     }
 
     /// A FIFO planted where a reading goes (anyone who may write in the destination can) hangs no purge: the
-    /// reading is taken only from a regular file (else the folder is aged by its name), and written through a
-    /// temporary name made anew.
+    /// reading is taken only from a regular file (else the folder counts as first seen now), and written through
+    /// a temporary name made anew.
     func testAFIFOAtAReadingsNameHangsNothing() async throws {
         let (run, made) = try await trashOneFile()
         let readingPath = destination.path(".folio/trash-clock/" + run)
@@ -112,9 +112,12 @@ final class TrashPurgeTests: XCTestCase {
         }
         defer { done.withLock { $0 = true } }
         let destinationNow = try Destination(path: destination.path, create: true)
-        destinationNow.purgeTrash(olderThan: 30, now: ClockReading(wall: made.wall + 31 * day, sinceBoot: 10, boot: "next-boot"))
-        XCTAssertEqual(trashListing(), [], "no reading to read: aged by its name, 31 days")
+        let firstSeen = ClockReading(wall: made.wall + 31 * day, sinceBoot: 10, boot: "next-boot")
+        destinationNow.purgeTrash(olderThan: 30, now: firstSeen)
+        XCTAssertEqual(trashListing(), [run], "no reading to read: first seen now, and kept")
+        XCTAssertEqual(reading(of: run), firstSeen, "a reading in place of the FIFO")
         XCTAssertFalse(rescued.withLock { $0 }, "a purge waited on the FIFO")
+        destinationNow.purgeTrash(olderThan: 0)
 
         let (again, _) = try await trashOneFile()
         FixtureTree.write(destination.path(".folio/trash-clock"), again, String(decoding: saved, as: UTF8.self))
@@ -133,17 +136,26 @@ final class TrashPurgeTests: XCTestCase {
         XCTAssertEqual(trashListing(), [])
     }
 
-    /// A folder from before readings (or whose reading was lost) is aged by its name; a folder whose name is not
-    /// a run's is not Folio's and stays, unless trash-days is 0; a reading whose folder was removed by hand goes.
-    func testWithoutAReadingTheNameTellsTheAgeAndOtherNamesStay() async throws {
+    /// A folder from before readings (or whose reading was lost) counts as made when first seen, not by its name:
+    /// a name written while the wall clock was behind would have it purged at once. A folder whose name is not a
+    /// run's is not Folio's and stays, unless trash-days is 0; a reading whose folder was removed by hand goes.
+    func testWithoutAReadingAFolderCountsAsMadeWhenFirstSeenAndOtherNamesStay() async throws {
         let (run, made) = try await trashOneFile()
-        FixtureTree.write(destination.path(".folio/trash/20200101-000000-old"), "x", "old removal")
+        let old = "20200101-000000-old"
+        FixtureTree.write(destination.path(".folio/trash/\(old)"), "x", "old removal")
         FixtureTree.write(destination.path(".folio/trash/kept by hand"), "y", "someone's")
         FixtureTree.write(destination.path(".folio/trash-clock"), "20210101-000000-gone", "- 1 1609459200\n")
         let destinationNow = try Destination(path: destination.path, create: true)
-        destinationNow.purgeTrash(olderThan: 30, now: ClockReading(wall: made.wall + 60, sinceBoot: made.sinceBoot + 60, boot: made.boot))
-        XCTAssertEqual(trashListing(), [run, "kept by hand"])
-        XCTAssertEqual(FixtureTree.listing(destination.path(".folio/trash-clock")), [run])
+        let firstSeen = ClockReading(wall: made.wall + 60, sinceBoot: made.sinceBoot + 60, boot: made.boot)
+        destinationNow.purgeTrash(olderThan: 30, now: firstSeen)
+        XCTAssertEqual(trashListing(), [old, run, "kept by hand"])
+        XCTAssertEqual(FixtureTree.listing(destination.path(".folio/trash-clock")), [old, run])
+        XCTAssertEqual(reading(of: old), firstSeen)
+        destinationNow.purgeTrash(olderThan: 30, now: ClockReading(wall: made.wall + 29 * day, sinceBoot: made.sinceBoot + 29 * day, boot: made.boot))
+        XCTAssertEqual(trashListing(), [old, run, "kept by hand"], "29 days since it was first seen")
+        destinationNow.purgeTrash(olderThan: 30, now: ClockReading(wall: made.wall + 31 * day, sinceBoot: made.sinceBoot + 31 * day, boot: made.boot))
+        XCTAssertEqual(trashListing(), ["kept by hand"])
+        XCTAssertEqual(FixtureTree.listing(destination.path(".folio/trash-clock")), [])
 
         destinationNow.purgeTrash(olderThan: 0)
         XCTAssertEqual(trashListing(), [])
