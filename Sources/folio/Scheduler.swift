@@ -269,6 +269,14 @@ actor Scheduler: Service {
             // wait unused (see `RunCoordinator`).
             source.prepare()
             let report = await engine.run(target, source: source, options: SyncEngine.RunOptions(trigger: .automatic), progress: progress)
+            // A run that did not bring the destination in step takes away the `.folio` its lock made, as a run by
+            // hand does: left in the empty mountpoint of a drive that is not mounted, it sat on the disk beneath
+            // while the log said nothing was changed. Unlike a run by hand, the destination itself stays if the
+            // lock made it: a folder a media server watches would otherwise come and go at every interval while
+            // the source is down.
+            if [.failed, .interrupted, .refused].contains(report.result) {
+                await Blocking.run { held.removeDestinationIfUnused(keepingDestination: true) }
+            }
             // The lock covers the run only; it is released here, before the hook, which may take its time.
             withExtendedLifetime(held) {}
             return .ran(report)

@@ -145,10 +145,11 @@ final class TargetLock: Sendable {
     /// After a run that did not bring the destination in step: when taking the lock made the destination or its
     /// `.folio` folder, and the run left nothing in it but Folio's own empty folders, takes away what it made
     /// (see `Destination.removeIfUnused`), so that a mistyped source does not leave an empty folder behind, nor
-    /// a refused run a `.folio` in the empty mountpoint of a drive that is not mounted.
-    func removeDestinationIfUnused() {
+    /// a refused run a `.folio` in the empty mountpoint of a drive that is not mounted. `keepingDestination`: the
+    /// daemon's, which keeps a destination it made (`Scheduler.attempt`) but takes its `.folio` away.
+    func removeDestinationIfUnused(keepingDestination: Bool = false) {
         guard madeFolioFolder else { return }
-        Destination.removeIfUnused(destination, includingDestination: madeDestination)
+        Destination.removeIfUnused(destination, includingDestination: madeDestination && !keepingDestination)
     }
 
     /// "target photos is being synced by pid 812 (started 12:03:11)": the holder's target, which may be another

@@ -417,6 +417,22 @@ final class DaemonTests: XCTestCase {
         XCTAssertFalse(daemon.log.contains("docs: trying again in"), daemon.log)
     }
 
+    /// A drive that is not mounted (its mountpoint left an empty folder) is refused at every interval, and the
+    /// mountpoint stays empty: the `.folio` each run's lock made there goes again. It stayed, with its lock file,
+    /// on the disk beneath the drive, while the log said nothing was changed.
+    func testADestinationOnADriveThatIsNotMountedIsRefusedAndLeftEmpty() throws {
+        FixtureTree.write(scratch.path("src-usb"), "a.txt", "a")
+        writeConfig(target("usb"))
+        let daemon = try startDaemon()
+        eventually(30, "the first sync") { text(scratch.path("dst-usb/a.txt")) == "a" }
+        XCTAssertEqual(rename(scratch.path("dst-usb"), scratch.path("usb-away")), 0)
+        FixtureTree.makeFolder(scratch.path(""), "dst-usb")
+        eventually(30, "two refused runs") { lines(daemon.log, containing: "usb: refused: destination \(scratch.path("dst-usb")) holds nothing of folio's earlier runs").count >= 2 }
+        terminate(daemon)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.path("dst-usb")), [], daemon.log)
+        XCTAssertEqual(text(scratch.path("usb-away/a.txt")), "a")
+    }
+
     func testASettingTheSourceDoesNotUseIsLoggedAsAWarning() throws {
         FixtureTree.write(scratch.path("src-docs"), "a.txt", "first")
         writeConfig(target("docs", extra: "webdav = false"))
