@@ -33,6 +33,8 @@ public struct RunReport: Sendable {
     public var trashed = 0
     /// Folders created (in a dry run, folders that would be).
     public var createdFolders = 0
+    /// Folders whose time was set to the source's, beside the folders created (not counted in `updated`).
+    public var retimedFolders = 0
     /// Bytes copied this run.
     public var bytes: Int64 = 0
     /// Of an interrupted run: bytes received into partial files not installed yet, which the next run resumes from.

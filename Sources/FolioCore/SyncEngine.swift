@@ -351,7 +351,12 @@ public struct SyncEngine: Sendable {
             }
         }
         for folder in plan.folderTimes {
-            do { try destination.setMtime(folder.path, folder.mtime) } catch { failed(folder.path, error.message, target: name, report: &report) }
+            do {
+                try destination.setMtime(folder.path, folder.mtime)
+                report.retimedFolders += 1
+            } catch {
+                failed(folder.path, error.message, target: name, report: &report)
+            }
         }
         // Folders created or retimed are recorded as they are now (their inode tells a later run they are Folio's).
         var recordedFolders = Set<RelativePath>()

@@ -40,7 +40,10 @@ enum Summary {
             if report.removed > 0 { parts.append("\(report.removed) \(verb)removed\(report.trashFolder != nil ? " (in trash)" : "")") }
             if report.createdFolders > 0 { parts.append("\(CountText.of(report.createdFolders, "folder")) \(verb)created") }
             if parts.isEmpty {
-                parts.append(report.dryRun ? "records would be brought up to date" : report.failures.isEmpty ? "times and records brought up to date" : "nothing copied")
+                // Records alone: the files already here were taken as the source's (a destination moved with the
+                // target pointed at it, an existing copy), and no time was set, which "times and" claimed.
+                let brought = report.retimedFolders > 0 ? "times and records brought up to date" : "records brought up to date"
+                parts.append(report.dryRun ? "records would be brought up to date" : report.failures.isEmpty ? brought : "nothing copied")
             }
             if report.dryRun {
                 lines.append("\(name) (dry run): \(parts.joined(separator: ", ")), \(ByteCount.format(report.bytes)) to copy")

@@ -945,6 +945,25 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(again.stdoutLines.last?.hasPrefix("\(target): unchanged"), true, again.stdout)
     }
 
+    /// A run that changes no file says what it did: records alone for a mirror moved elsewhere and mirrored
+    /// there (its files taken as they are), times and records once a folder's time is set back. Both said "times
+    /// and records brought up to date".
+    func testARunThatOnlyBringsRecordsUpToDateSaysSo() throws {
+        FixtureTree.write(work.path("src"), "sub/a.txt", "a", mtime: (1_600_000_000, 0))
+        XCTAssertEqual(FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment).status, 0)
+        XCTAssertEqual(rename(work.path("dst"), work.path("moved")), 0)
+        let moved = FolioBinary.run(["mirror", work.path("src"), work.path("moved")], environment: environment)
+        XCTAssertEqual(moved.status, 0, moved.stderr)
+        XCTAssertEqual(moved.stdoutLines.last?.hasPrefix("mirror:\(work.path("moved")): records brought up to date, 0 B in "), true, moved.stdout)
+        XCTAssertEqual(FixtureTree.listing(work.path("moved/.folio/trash")), [])
+
+        FixtureTree.write(work.path("moved"), "sub/b.txt", "b")
+        XCTAssertEqual(unlink(work.path("moved/sub/b.txt")), 0)
+        let retimed = FolioBinary.run(["mirror", work.path("src"), work.path("moved")], environment: environment)
+        XCTAssertEqual(retimed.status, 0, retimed.stderr)
+        XCTAssertEqual(retimed.stdoutLines.last?.hasPrefix("mirror:\(work.path("moved")): times and records brought up to date, 0 B in "), true, retimed.stdout)
+    }
+
     /// A mirror whose `.folio` was deleted still holds its files: the refusal says so rather than asking whether
     /// the drive is mounted, and `--force` takes the files there as they are (adopted, nothing fetched again).
     func testAMirrorWhoseFolioFolderWasDeletedIsRefusedWithItsOwnLine() throws {
