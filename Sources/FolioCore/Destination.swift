@@ -160,7 +160,7 @@ public final class Destination: Sendable {
         let held = root >= 0 ? names(in: root).filter { $0 != Array(".folio".utf8) }.count : 0
         if root >= 0 { close(root) }
         if held > 0 {
-            return "destination \(path) lacks .folio/partial, which folio's earlier runs left there with \(left) (it holds \(held == 1 ? "1 entry" : "\(held) entries")): is it the folder folio mirrored into, with its .folio removed, or another drive mounted there? nothing was changed; if it is the mirror, run with --force to mirror into it again"
+            return "destination \(path) lacks .folio/partial, which folio's earlier runs left there with \(left) in all (its top level holds \(held) now): is it the folder folio mirrored into, with its .folio removed, or another drive mounted there? nothing was changed; if it is the mirror, run with --force to mirror into it again"
         }
         return "destination \(path) holds nothing of folio's earlier runs (they left \(left) and .folio/partial there): is its drive mounted? nothing was changed; if the folder was emptied on purpose, run with --force to mirror into it anew"
     }
