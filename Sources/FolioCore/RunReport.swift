@@ -48,6 +48,8 @@ public struct RunReport: Sendable {
     public var errorCode: SourceError.Code?
     /// Local files with changes that went to the trash (listed in the summary).
     public var localChanges: [RelativePath] = []
+    /// Of `localChanges`, the folders (each went to the trash whole, with what it held).
+    public var localChangedFolders: Set<RelativePath> = []
     /// Paths that changed (for `on-change` hooks).
     public var changedPaths: [RelativePath] = []
     /// What the listing could not do or skipped.

@@ -283,6 +283,7 @@ public struct SyncEngine: Sendable {
                 report.changedPaths.append(removal.item.path)
                 if removal.hasLocalChanges || changedSinceScan {
                     report.localChanges.append(removal.item.path)
+                    if removal.item.kind == .folder { report.localChangedFolders.insert(removal.item.path) }
                     report.trashed += 1
                 }
             } catch {
@@ -417,6 +418,7 @@ public struct SyncEngine: Sendable {
         report.bytes = plan.downloadBytes
         // What the run would set aside, counted as the run counts it (one per removal or download).
         report.localChanges = plan.removals.filter(\.hasLocalChanges).map(\.item.path) + plan.downloads.filter(\.hasLocalChanges).map(\.entry.path)
+        report.localChangedFolders = Set(plan.removals.filter { $0.hasLocalChanges && $0.item.kind == .folder }.map(\.item.path))
         report.trashed = report.localChanges.count
         report.trashFolder = trashDays > 0 ? "\(destination)/.folio/trash" : nil
     }

@@ -57,10 +57,13 @@ enum Summary {
             lines.append("\(name): \(report.failures.count) failed, retried next run; first: \(first.message)")
         }
         if !report.localChanges.isEmpty {
-            let shown = report.localChanges.prefix(5).map(\.description).joined(separator: ", ")
+            // A folder is named with its slash, and counted as an entry, not a file: it went whole, with what it held.
+            let shown = report.localChanges.prefix(5).map { report.localChangedFolders.contains($0) ? "\($0)/" : $0.description }.joined(separator: ", ")
             let more = report.localChanges.count > 5 ? " and \(report.localChanges.count - 5) more" : ""
             let one = report.localChanges.count == 1
-            let files = "\(CountText.of(report.localChanges.count, "local file")) that folio did not write or that changed here"
+            let count = report.localChangedFolders.isEmpty ? CountText.of(report.localChanges.count, "local file")
+                : CountText.of(report.localChanges.count, "local entry", plural: "local entries")
+            let files = "\(count) that folio did not write or that changed here"
             if report.dryRun {
                 let place = report.trashFolder.map { "moved to the trash in \($0)" } ?? "deleted (trash-days = 0)"
                 lines.append("\(name) (dry run): \(files) would be \(place): \(shown)\(more)")

@@ -104,6 +104,21 @@ final class MirrorEndToEndTests: XCTestCase {
                       outcome.stdout)
     }
 
+    /// A folder made here by hand goes to the trash whole: the summary names it with its slash, as an entry, not
+    /// as "a local file" (a user then looked for a file of that name).
+    func testAFolderMadeHereByHandIsNamedAsAFolder() throws {
+        for name in ["a", "b", "c", "d"] { FixtureTree.write(work.path("src"), name + ".txt", name) }
+        XCTAssertEqual(FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment).status, 0)
+        FixtureTree.write(work.path("dst"), "handmade/notes.txt", "mine")
+        let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        let target = "mirror:\(work.path("dst"))"
+        XCTAssertTrue(outcome.stdoutLines.contains { $0.hasPrefix("\(target): 1 local entry that folio did not write or that changed here was moved to the trash: handmade/ (kept in ") },
+                      outcome.stdout)
+        let trash = try XCTUnwrap(try FileManager.default.contentsOfDirectory(atPath: work.path("dst/.folio/trash")).first)
+        XCTAssertEqual(FixtureTree.read(work.path("dst/.folio/trash/\(trash)/handmade/notes.txt")), Array("mine".utf8))
+    }
+
     /// docs/json-events.md is what scripts read: `target-done` carries exactly the fields it lists (the optional
     /// ones when they apply), and `status` rounds `seconds` to the millisecond as `target-done` does.
     func testTheJSONFieldsAreTheDocumentedOnes() throws {
