@@ -33,6 +33,34 @@ final class StateDatabaseTests: XCTestCase {
         XCTAssertEqual(last.bytes, 99)
     }
 
+    /// Each target keeps its newest `keptRuns` runs, failed starts included; the last is what `status` shows, and
+    /// a hook's kept paths outlive their run's row. (A row per run was kept for ever.)
+    func testEachTargetKeepsItsNewestRunsOnly() throws {
+        let folder = TemporaryDirectory("state")
+        let database = try StateDatabase(directory: folder.path)
+        let kept = StateDatabase.keptRuns
+        var first: Int64 = 0
+        for number in 0..<(kept + 5) {
+            let id = try database.beginRun(target: "t", source: "/s", destination: "/d", trigger: .automatic, startedAt: Date())
+            if number == 0 {
+                first = id
+                try database.keepChangesForHook(run: id, target: "t", paths: [try RelativePath(validating: "a.txt")])
+            }
+            var report = RunReport(target: "t")
+            report.downloaded = number
+            try database.finishRun(id: id, target: "t", report: report, sourceDigest: nil, listingMemo: nil, keepingChangesForHook: true)
+        }
+        try database.recordFailedStart(target: "other", trigger: .automatic, at: Date(), error: "source down", refused: false)
+        try database.recordFailedStart(target: "t", trigger: .automatic, at: Date(), error: "source down", refused: false)
+        let counts = try database.queue.read { db in
+            try Row.fetchAll(db, sql: "SELECT target, count(*) AS runs, min(id) AS oldest FROM run GROUP BY target ORDER BY target")
+                .map { "\($0["target"] as String) \($0["runs"] as Int) \(($0["oldest"] as Int64) - first)" }
+        }
+        XCTAssertEqual(counts, ["other 1 \(kept + 5)", "t \(kept) 6"])
+        XCTAssertEqual(try database.lastRuns()["t"]?.error, "source down")
+        XCTAssertEqual(try database.pendingHookChanges(of: "t", before: nil).paths.map(\.description), ["a.txt"])
+    }
+
     func testAnotherSourceKeepsTheRecordUntilTheRunStartsItOver() throws {
         let folder = TemporaryDirectory("state")
         let database = try StateDatabase(directory: folder.path)
