@@ -15,9 +15,20 @@ public struct Config: Sendable, Equatable {
     /// Lines (`file:line: …`) about settings that are harmless but probably a mistake (a source setting its target's
     /// source does not use); the commands that run targets print them, and the daemon logs them.
     public var warnings: [String] = []
-    /// The line of each target's `[[target]]` header, in `targets`' order (empty for a configuration not read from
-    /// text), for the checks made after parsing.
-    public var targetLines: [Int] = []
+    /// Where each target is written, in `targets`' order (empty for a configuration not read from text), for the
+    /// checks made after parsing.
+    public var targetLines: [TargetLines] = []
+
+    /// Where one target is written: its `[[target]]` header and the line of each key it sets.
+    public struct TargetLines: Sendable, Equatable {
+        /// The line of the `[[target]]` header.
+        public var header: Int
+        /// The line of each key the target sets, by name.
+        public var keys: [String: Int]
+
+        /// The line of `key`, or the header's when the target does not set it (a default).
+        public func of(_ key: String) -> Int { keys[key] ?? header }
+    }
 
     /// A configuration with these targets and the defaults for everything else.
     public init(file: String, stateDirectory: String? = nil, targets: [TargetConfig]) {
@@ -73,15 +84,15 @@ public struct Config: Sendable, Equatable {
     /// Throws when a target's destination is another's, or inside it, or one of a local source and a destination
     /// is inside the other, once symlinks are resolved.
     public func checkDestinationsApartOnDisk() throws(ConfigError) {
-        let line = { (index: Int) in targetLines.count == targets.count ? targetLines[index] : nil }
+        let line = { (index: Int, key: String) in targetLines.count == targets.count ? targetLines[index].of(key) : nil }
         for (i, target) in targets.enumerated() {
-            if let overlap = target.sourceOverlapOnDisk() { throw ConfigError(file: file, line: line(i), message: "target \"\(target.name)\": \(overlap)") }
+            if let overlap = target.sourceOverlapOnDisk() { throw ConfigError(file: file, line: line(i, "destination"), message: "target \"\(target.name)\": \(overlap)") }
         }
         let real = targets.map { PathText.real($0.destination) }
         for (i, target) in targets.enumerated() {
             for (j, other) in targets.enumerated() where j != i && PathText.isWithin(real[i], real[j]) && (real[i] != real[j] || j < i) {
                 let relation = real[i] == real[j] ? "is also" : "is inside"
-                throw ConfigError(file: file, line: line(i), message: "target \"\(target.name)\": destination \(target.destination) \(relation) target \"\(other.name)\"'s destination \(other.destination) (through a symbolic link: both are \(real[i] == real[j] ? "" : "in ")\(real[j])); give each target a folder of its own")
+                throw ConfigError(file: file, line: line(i, "destination"), message: "target \"\(target.name)\": destination \(target.destination) \(relation) target \"\(other.name)\"'s destination \(other.destination) (through a symbolic link: both are \(real[i] == real[j] ? "" : "in ")\(real[j])); give each target a folder of its own")
             }
         }
     }

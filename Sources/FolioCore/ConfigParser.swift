@@ -36,7 +36,7 @@ struct ConfigParser {
         }
         config.stateDirectory = stateDirectory
 
-        var targetLines: [Int] = []
+        var targetLines: [Config.TargetLines] = []
         for table in tables.dropFirst() {
             guard table.header == "target", table.isArrayElement else {
                 let written = table.isArrayElement ? "[[\(table.header ?? "")]]" : "[\(table.header ?? "")]"
@@ -65,7 +65,7 @@ struct ConfigParser {
                 }
             }
             config.targets.append(target)
-            targetLines.append(table.line)
+            targetLines.append(Config.TargetLines(header: table.line, keys: Dictionary(table.keys.map { ($0.name, $0.line) }) { first, _ in first }))
         }
         try checkTargets(config.targets, lines: targetLines)
         config.targetLines = targetLines
@@ -200,29 +200,30 @@ struct ConfigParser {
         } && name != "." && name != ".."
     }
 
-    private func checkTargets(_ targets: [TargetConfig], lines: [Int]) throws(ConfigError) {
+    /// The checks between a target's settings and other targets': each error names the line of the key to change.
+    private func checkTargets(_ targets: [TargetConfig], lines: [Config.TargetLines]) throws(ConfigError) {
         for (i, target) in targets.enumerated() {
             if let first = targets[..<i].firstIndex(where: { $0.name == target.name }) {
-                throw ConfigError(file: file, line: lines[i], message: "target name \"\(target.name)\" is already used at line \(lines[first]); give each target its own name")
+                throw ConfigError(file: file, line: lines[i].of("name"), message: "target name \"\(target.name)\" is already used at line \(lines[first].of("name")); give each target its own name")
             }
             let destination = PathText.normalized(target.destination)
             if case .local(let sourcePath)? = try? SourceLocation(parsing: target.source).kind {
                 let source = PathText.normalized(sourcePath)
                 if destination == source {
-                    throw ConfigError(file: file, line: lines[i], message: "target \"\(target.name)\": destination \(target.destination) is its source; choose a destination outside it")
+                    throw ConfigError(file: file, line: lines[i].of("destination"), message: "target \"\(target.name)\": destination \(target.destination) is its source; choose a destination outside it")
                 }
                 if PathText.isWithin(destination, source) {
-                    throw ConfigError(file: file, line: lines[i], message: "target \"\(target.name)\": destination \(target.destination) is inside its source \(sourcePath); choose a destination outside it")
+                    throw ConfigError(file: file, line: lines[i].of("destination"), message: "target \"\(target.name)\": destination \(target.destination) is inside its source \(sourcePath); choose a destination outside it")
                 }
                 if PathText.isWithin(source, destination) {
-                    throw ConfigError(file: file, line: lines[i], message: "target \"\(target.name)\": source \(sourcePath) is inside its destination \(target.destination); choose a destination outside it")
+                    throw ConfigError(file: file, line: lines[i].of("source"), message: "target \"\(target.name)\": source \(sourcePath) is inside its destination \(target.destination); choose a destination outside it")
                 }
             }
             for (j, other) in targets.enumerated() where j != i {
                 let otherDestination = PathText.normalized(other.destination)
                 if PathText.isWithin(destination, otherDestination) && (destination != otherDestination || j < i) {
                     let relation = destination == otherDestination ? "is also" : "is inside"
-                    throw ConfigError(file: file, line: lines[i], message: "target \"\(target.name)\": destination \(target.destination) \(relation) target \"\(other.name)\"'s destination \(other.destination); give each target a folder of its own")
+                    throw ConfigError(file: file, line: lines[i].of("destination"), message: "target \"\(target.name)\": destination \(target.destination) \(relation) target \"\(other.name)\"'s destination \(other.destination); give each target a folder of its own")
                 }
             }
         }

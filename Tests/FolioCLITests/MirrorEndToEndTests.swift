@@ -750,7 +750,7 @@ final class MirrorEndToEndTests: XCTestCase {
             """)
         let configured = FolioBinary.run(["sync", "--now", "--config", work.path("folio.toml")], environment: environment)
         XCTAssertEqual(configured.status, 2)
-        XCTAssertEqual(configured.stderrLines, ["folio: \(work.path("folio.toml")):1: target \"loop\": destination \(work.path("link/mirror")) is inside its source \(work.path("src")) (both are in \(real)); choose a destination outside it"])
+        XCTAssertEqual(configured.stderrLines, ["folio: \(work.path("folio.toml")):4: target \"loop\": destination \(work.path("link/mirror")) is inside its source \(work.path("src")) (both are in \(real)); choose a destination outside it"])
         XCTAssertEqual(FixtureTree.listing(work.path("src")), ["a.txt"])
     }
 
@@ -1480,8 +1480,8 @@ final class MirrorEndToEndTests: XCTestCase {
             """)
         let outcome = FolioBinary.run(["sync", "--now", "two", "--config", work.path("folio.toml")], environment: environment)
         XCTAssertEqual(outcome.status, 2, outcome.stdout)
-        // The line of its [[target]], as for every other configuration error; "also", as the folder is one.
-        XCTAssertEqual(outcome.stderrLines, ["folio: \(work.path("folio.toml")):6: target \"two\": destination \(work.path("shared")) is also target \"one\"'s destination \(work.path("link")) (through a symbolic link: both are \(PathText.real(work.path("shared")))); give each target a folder of its own"])
+        // The line of its destination, as for every other configuration error; "also", as the folder is one.
+        XCTAssertEqual(outcome.stderrLines, ["folio: \(work.path("folio.toml")):9: target \"two\": destination \(work.path("shared")) is also target \"one\"'s destination \(work.path("link")) (through a symbolic link: both are \(PathText.real(work.path("shared")))); give each target a folder of its own"])
         XCTAssertEqual(FixtureTree.listing(work.path("shared")), [], "nothing written")
     }
 
