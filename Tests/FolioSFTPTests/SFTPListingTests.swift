@@ -227,6 +227,62 @@ final class SFTPListingTests: SFTPTestCase {
         XCTAssertLessThan(counted["pipe"]?.turns ?? .max, counted["sessions"]?.turns ?? 0)
     }
 
+    /// A server whose readdir of one folder goes round in circles (here a relay in front of sftp-server answers
+    /// the end of the folder `loop` with its names again) fails that folder alone, with a line saying so, over the
+    /// pipe and over libssh2's sessions; the rest is listed. It grew Folio's memory until the kernel killed it.
+    func testAFolderWhoseListingGoesRoundInCirclesFailsAlone() async throws {
+        let scripts = TemporaryDirectory("sftp-loop")
+        FixtureTree.write(scripts.path, "sftp", #"""
+            #!/usr/bin/python3
+            import struct, subprocess, sys, threading
+            child = subprocess.Popen(["/usr/lib/openssh/sftp-server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            opening, reading, looping, last = {}, {}, set(), {}
+            def packets(stream):
+                while True:
+                    head = stream.read(4)
+                    if len(head) < 4: return
+                    yield head + stream.read(struct.unpack(">I", head)[0])
+            def field(packet, at):
+                length = struct.unpack(">I", packet[at:at + 4])[0]
+                return packet[at + 4:at + 4 + length]
+            def answers():
+                for packet in packets(child.stdout):
+                    kind, id = packet[4], packet[5:9]
+                    if kind == 102 and opening.pop(id, False): looping.add(field(packet, 9))
+                    handle = reading.pop(id, None)
+                    if handle in looping:
+                        if kind == 104: last[handle] = packet[9:]
+                        elif kind == 101 and struct.unpack(">I", packet[9:13])[0] == 1 and handle in last:
+                            body = bytes([104]) + id + last[handle]
+                            packet = struct.pack(">I", len(body)) + body
+                    sys.stdout.buffer.write(packet)
+                    sys.stdout.buffer.flush()
+            threading.Thread(target=answers, daemon=True).start()
+            for packet in packets(sys.stdin.buffer):
+                kind, id = packet[4], packet[5:9]
+                if kind == 11: opening[id] = field(packet, 9).endswith(b"/loop")
+                if kind == 12: reading[id] = field(packet, 9)
+                child.stdin.write(packet)
+                child.stdin.flush()
+
+            """#)
+        XCTAssertEqual(chmod(scripts.path("sftp"), 0o755), 0)
+        let server = try SSHServer(sftpSubsystem: false, extraConfig: ["Subsystem sftp \(scripts.path("sftp"))"])
+        defer { server.stop() }
+        let served = TemporaryDirectory("sftp-loop-served")
+        for index in 0..<50 { FixtureTree.write(served.path, "loop/file \(index)", "x") }
+        FixtureTree.write(served.path, "other/a.txt", "a\n")
+        for method in [SFTPLister.Method.readdirOnly, .sessionReaddirOnly] {
+            let snapshot = try await source(server, served.path, method: method).snapshot(options: ListingOptions())
+            XCTAssertEqual(snapshot.entries.map(\.path.description), ["loop", "other", "other/a.txt"], "\(method)")
+            XCTAssertFalse(snapshot.isComplete)
+            let line = try XCTUnwrap(snapshot.issues.map(\.description).first, "\(method)")
+            XCTAssertTrue(line.hasPrefix("cannot list loop: the server listed \"file "), line)
+            XCTAssertTrue(line.hasSuffix("\" twice in it, after 100000 names: its listing goes round in circles (a fault of the disk or share behind the server); check the folder on the server"), line)
+            XCTAssertEqual(snapshot.issues.count, 1, "\(snapshot.issues)")
+        }
+    }
+
     /// When the pipe cannot be used (here the server's first SFTP channel, the pipe's, answers with bytes that are
     /// not SFTP), the root is resolved through libssh2's SFTP and the listing falls back to libssh2's readdir
     /// across sessions, and lists the whole tree. The channels are counted under a lock, as added sessions may
