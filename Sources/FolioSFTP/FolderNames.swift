@@ -21,7 +21,7 @@ struct FolderNames {
     private let byteLimit: Int
 
     /// The folder's bounds: a name seen twice once there are `watchedFrom` names, and `byteLimit` in all (256 MiB
-    /// by default: about three million names, ten times the largest folder of a real tree that I know of).
+    /// by default: about three million names, as the exec listing's 512 MiB of output is about five million).
     init(watchedFrom: Int = 100_000, byteLimit: Int = 256 << 20) {
         self.watchedFrom = watchedFrom
         self.byteLimit = byteLimit
