@@ -18,8 +18,9 @@ public protocol StateStore: Sendable {
     func beginRun(target: String, source: String, destination: String, trigger: TargetConfig.Trigger, startedAt: Date) throws -> Int64
     /// Whether the target's record is of another tree: it was last run from another source or into another folder.
     func recordsAnotherTree(target: String, source: String, destination: String) throws -> Bool
-    /// Forgets the target's record, source digest, listing memo and the hook paths of its old tree: it is now
-    /// `source` mirrored into `destination`.
+    /// Forgets what the target's record says of its old source's versions (validators, checksums), its source
+    /// digest, listing memo and the hook paths of its old tree: it is now `source` mirrored into `destination`.
+    /// The record's rows stay, for which local entries Folio wrote.
     func startOver(target: String, source: String, destination: String) throws
     /// Stores finished files and forgets removed paths (with everything below them), in one transaction.
     func commit(target: String, upserts: [RecordedEntry], removedSubtrees: [RelativePath]) throws

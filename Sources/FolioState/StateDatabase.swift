@@ -293,7 +293,12 @@ public final class StateDatabase: StateStore, Sendable {
     public func startOver(target: String, source: String, destination: String) throws {
         try perform {
             try queue.write { db in
-                try db.execute(sql: "DELETE FROM entry WHERE target = ?", arguments: [target])
+                // The rows stay, with the old source's validators and checksums gone: which local entries Folio
+                // wrote (inode, size, times) outlives a run cut short after this, where the rows' versions must
+                // not pass for the new source's (an equal ETag from another server says nothing of the content).
+                // Without tokens a row can only say "the same size and time", the rule any file already there is
+                // adopted by; rows of paths the new source lacks go at its first complete run.
+                try db.execute(sql: "UPDATE entry SET validator = NULL, checksum = NULL WHERE target = ?", arguments: [target])
                 // Paths of the old tree mean nothing to a hook of the new one.
                 try db.execute(sql: "DELETE FROM hook_backlog WHERE target = ?", arguments: [target])
                 try db.execute(sql: "UPDATE target SET source = ?, destination = ?, source_digest = NULL, listing_memo = NULL WHERE name = ?",

@@ -960,6 +960,40 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(again.stdoutLines.last?.hasPrefix("\(target): unchanged"), true, again.stdout)
     }
 
+    /// A first run from another source stopped midway (here in a large file, the smaller ones still queued behind
+    /// it) leaves the record started over: the next run still knows the files Folio wrote from the old source, and
+    /// replaces them as such. It reported every one as "a local file that folio did not write".
+    func testARunFromAnotherSourceStoppedMidwayStillKnowsTheFilesFolioWrote() throws {
+        for index in 1...5 {
+            FixtureTree.write(work.path("src"), "f\(index).txt", "from the first source \(index)", mtime: (1_600_000_000, 0))
+            FixtureTree.write(work.path("other"), "f\(index).txt", "from the other one \(index)", mtime: (1_600_000_100, 0))
+        }
+        FixtureTree.write(work.path("other"), "big.bin", FixtureTree.bytes(count: 8 << 20, seed: 3))
+        let path = work.path("dst")
+        XCTAssertEqual(FolioBinary.run(["mirror", work.path("src"), path], environment: environment).status, 0)
+
+        let running = FolioBinary.start(["mirror", "--bwlimit", "1MB", "--transfers", "1", work.path("other"), path], environment: environment)
+        let partials = work.path("dst/.folio/partial")
+        func held() -> Int {
+            FixtureTree.listing(partials).filter { $0.hasSuffix(".part") }.compactMap { name -> Int? in
+                var info = stat()
+                return stat(partials + "/" + name, &info) == 0 ? Int(info.st_size) : nil
+            }.reduce(0, +)
+        }
+        while running.process.isRunning, held() < 1 << 20 { usleep(20_000) }
+        kill(running.process.processIdentifier, SIGINT)
+        let stopped = String(decoding: running.standardErrorPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        running.process.waitUntilExit()
+        XCTAssertEqual(running.process.terminationStatus, 1, stopped)
+        XCTAssertEqual(FixtureTree.read(work.path("dst/f1.txt")), Array("from the first source 1".utf8), "still queued behind the large file")
+
+        let again = FolioBinary.run(["mirror", work.path("other"), path], environment: environment)
+        XCTAssertEqual(again.status, 0, again.stderr)
+        XCTAssertFalse(again.stdout.contains("did not write"), again.stdout)
+        XCTAssertEqual(again.stdoutLines.last?.hasPrefix("mirror:\(path): 1 added, 5 updated, "), true, again.stdout)
+        XCTAssertEqual(FixtureTree.read(work.path("dst/f1.txt")), Array("from the other one 1".utf8))
+    }
+
     /// A run that changes no file says what it did: records alone for a mirror moved elsewhere and mirrored
     /// there (its files taken as they are), times and records once a folder's time is set back. Both said "times
     /// and records brought up to date".

@@ -481,12 +481,17 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination.path(".folio/trash")), [])
     }
 
+    /// A run purges the trash kept past `trash-days` by its clock reading; a folder without one (here planted by
+    /// hand, its name from 2020) counts from the first run that sees it (`TrashPurgeTests`), so it stays.
     func testTrashOlderThanTrashDaysIsPurged() async throws {
         source.setFile("a", "a")
         FixtureTree.write(destination.path(".folio/trash/20200101-000000-old"), "x", "old removal")
+        FixtureTree.write(destination.path(".folio/trash/20200101-000000-read"), "x", "old removal, read then")
         FixtureTree.write(destination.path(".folio/trash/29990101-000000-new"), "y", "recent removal")
+        FixtureTree.write(destination.path(".folio/trash-clock"), "20200101-000000-read", "- 1 1577836800 carried\n")
         _ = await run()
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: destination.path(".folio/trash")), ["29990101-000000-new"])
+        XCTAssertEqual(Set(try FileManager.default.contentsOfDirectory(atPath: destination.path(".folio/trash"))),
+                       ["20200101-000000-old", "29990101-000000-new"])
     }
 
     func testDryRunChangesNothing() async throws {

@@ -66,7 +66,8 @@ final class StateDatabaseTests: XCTestCase {
         let database = try StateDatabase(directory: folder.path)
         let id = try database.beginRun(target: "t", source: "/s", destination: "/d", trigger: .manual, startedAt: Date())
         try database.commit(target: "t", upserts: [RecordedEntry(path: try RelativePath(validating: "f"), kind: .file, size: 1, mtime: FileTime(seconds: 1),
-                                                                 validator: nil, checksum: nil, localInode: 1, localMtime: FileTime(seconds: 1))], removedSubtrees: [])
+                                                                 validator: "\"e\"", checksum: "sha256:x", localInode: 1, localMtime: FileTime(seconds: 1))],
+                            removedSubtrees: [])
         try database.finishRun(id: id, target: "t", report: RunReport(target: "t"), sourceDigest: 7, listingMemo: nil, keepingChangesForHook: false)
         XCTAssertFalse(try database.recordsAnotherTree(target: "t", source: "/s", destination: "/d"))
         // A run from elsewhere that fails or is refused before it changes anything leaves the record, and the
@@ -78,11 +79,18 @@ final class StateDatabaseTests: XCTestCase {
         XCTAssertEqual(try database.recordedEntryCount(from: "/s", in: "/d"), 1)
         XCTAssertEqual(try database.sourceDigest(of: "t"), 7)
 
+        // Started over, the record still says which local file Folio wrote, without the old source's version
+        // tokens: a run cut short after this must not take the file for a local change, nor its ETag for the new
+        // source's.
         try database.startOver(target: "t", source: "/elsewhere", destination: "/d")
-        XCTAssertTrue(try database.record(of: "t").isEmpty)
+        let kept = try XCTUnwrap(try database.record(of: "t")[try RelativePath(validating: "f")])
+        XCTAssertEqual([kept.localInode, UInt64(kept.size)], [1, 1])
+        XCTAssertNil(kept.validator)
+        XCTAssertNil(kept.checksum)
         XCTAssertNil(try database.sourceDigest(of: "t"))
         XCTAssertFalse(try database.recordsAnotherTree(target: "t", source: "/elsewhere", destination: "/d"))
         XCTAssertEqual(try database.recordedEntryCount(from: "/s", in: "/d"), 0)
+        XCTAssertEqual(try database.recordedEntryCount(from: "/elsewhere", in: "/d"), 1)
     }
 
     /// The next listing's hints: the record's folders in path order (files left out), and the memo of the last
@@ -107,8 +115,11 @@ final class StateDatabaseTests: XCTestCase {
         XCTAssertEqual(try database.listingHints(of: "t").memo, "depth-1 far", "a run without a memo keeps the last one")
         XCTAssertEqual(try database.listingMemo(of: "t"), "depth-1 far", "the memo alone, as with the folders")
 
+        // Another source forgets the memo; the folders Folio wrote stay hints until a complete run from the new
+        // source finds them gone (a folder asked ahead that the source lacks is set aside, not an error).
         try database.startOver(target: "t", source: "/elsewhere", destination: "/d")
-        XCTAssertEqual(try database.listingHints(of: "t"), ListingHints())
+        XCTAssertEqual(try database.listingHints(of: "t").memo, nil)
+        XCTAssertEqual(try database.listingHints(of: "t").folders.map(\.description), ["a", "a/sub", "b"])
         // The folders come from the partial index, not from a pass over every entry of the target.
         let plan = try database.queue.read { db in
             try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + StateDatabase.foldersQuery, arguments: ["t"]).map { $0["detail"] as String }

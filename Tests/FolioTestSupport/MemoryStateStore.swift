@@ -52,7 +52,13 @@ public final class MemoryStateStore: StateStore, Sendable {
 
     public func startOver(target: String, source: String, destination: String) throws {
         storage.withLock { storage in
-            storage.records[target] = nil
+            // As the database does: the rows stay, without the old source's tokens.
+            storage.records[target] = storage.records[target]?.mapValues { entry in
+                var kept = entry
+                kept.validator = nil
+                kept.checksum = nil
+                return kept
+            }
             storage.digests[target] = nil
             storage.memos[target] = nil
             storage.hookBacklog.removeAll { $0.target == target }
