@@ -178,10 +178,12 @@ public final class Destination: Sendable {
     /// `includingDestination` the destination folder too: a mistyped source, an unreachable server or a drive
     /// that is not mounted must not leave a new, empty folder behind. Only empty folders go (never a file but the
     /// lock, never a folder with anything in it), the lock file only once the rest of `.folio` is gone, and
-    /// nothing through a symlink. Call it holding the lock, just before letting it go; a process waiting for the
-    /// lock then finds its file unlinked and opens the new one (`TargetLock`).
+    /// nothing through a symlink below `path`. Call it holding the lock, just before letting it go; a process
+    /// waiting for the lock then finds its file unlinked and opens the new one (`TargetLock`).
     public static func removeIfUnused(_ path: String, includingDestination: Bool) {
-        let root = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        // Through a link at `path` itself, as the lock made `.folio` there (a mountpoint reached through a link):
+        // with O_NOFOLLOW it stayed. Links below it are not followed.
+        let root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard root >= 0 else { return }
         defer { close(root) }
         let folio = folio_openat_dir_nofollow(root, ".folio")

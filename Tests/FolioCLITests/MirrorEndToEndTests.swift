@@ -843,6 +843,15 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(existing.status, 1, existing.stdout)
         XCTAssertEqual(FixtureTree.read(work.path("kept/mine.txt")), Array("the user's".utf8))
         XCTAssertTrue(FileManager.default.fileExists(atPath: work.path("kept/.folio/lock")), "a folder folio did not make is left as it was")
+
+        // A destination that is a link to an empty folder (a mountpoint reached through a link) is left as empty
+        // as it was found, the link kept. The `.folio` the run made there stayed.
+        FixtureTree.makeFolder(work.path(""), "mountpoint")
+        XCTAssertEqual(symlink(work.path("mountpoint"), work.path("linked")), 0)
+        let linked = FolioBinary.run(["mirror", work.path("no-such-source"), work.path("linked")], environment: environment)
+        XCTAssertEqual(linked.status, 1, linked.stdout)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: work.path("mountpoint")), [])
+        XCTAssertEqual(try FileManager.default.destinationOfSymbolicLink(atPath: work.path("linked")), work.path("mountpoint"))
     }
 
     /// `--bwlimit` holds a local copy to its rate (a NAS share mounted here is a network link too), the file
