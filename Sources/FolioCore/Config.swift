@@ -86,7 +86,10 @@ public struct Config: Sendable, Equatable {
     public func checkDestinationsApartOnDisk() throws(ConfigError) {
         let line = { (index: Int, key: String) in targetLines.count == targets.count ? targetLines[index].of(key) : nil }
         for (i, target) in targets.enumerated() {
-            if let overlap = target.sourceOverlapOnDisk() { throw ConfigError(file: file, line: line(i, "destination"), message: "target \"\(target.name)\": \(overlap)") }
+            // The line of the setting the message starts with, as the same check on the text does.
+            if let overlap = target.sourceOverlapOnDisk() {
+                throw ConfigError(file: file, line: line(i, overlap.hasPrefix("source ") ? "source" : "destination"), message: "target \"\(target.name)\": \(overlap)")
+            }
         }
         let real = targets.map { PathText.real($0.destination) }
         for (i, target) in targets.enumerated() {

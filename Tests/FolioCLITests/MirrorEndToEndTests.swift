@@ -752,6 +752,17 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(configured.status, 2)
         XCTAssertEqual(configured.stderrLines, ["folio: \(work.path("folio.toml")):4: target \"loop\": destination \(work.path("link/mirror")) is inside its source \(work.path("src")) (both are in \(real)); choose a destination outside it"])
         XCTAssertEqual(FixtureTree.listing(work.path("src")), ["a.txt"])
+
+        // The other way round, the line is the source's, as without a link.
+        FixtureTree.write(work.path(""), "folio.toml", """
+            [[target]]
+            name = "loop"
+            destination = "\(work.path("up"))"
+            source = "\(work.path("src"))"
+            """)
+        let around = FolioBinary.run(["sync", "--now", "--config", work.path("folio.toml")], environment: environment)
+        XCTAssertEqual(around.status, 2)
+        XCTAssertEqual(around.stderrLines, ["folio: \(work.path("folio.toml")):4: target \"loop\": source \(work.path("src")) is inside its destination \(work.path("up")) (both are in \(PathText.real(work.path("")))); choose a destination outside it"])
     }
 
     /// `sync --now` says which settings its targets' sources do not use, on standard error, and runs anyway.
