@@ -147,7 +147,7 @@ final class HTTPFaultTests: XCTestCase {
         let snapshot = try await listing(of: "login-redirect", from: stub)
         XCTAssertEqual(snapshot.entries.map(\.path.description), [])
         XCTAssertEqual(snapshot.issues.map(\.description), [
-            "cannot list b.txt: \(stub.url("login-redirect"))b.txt redirects to \(stub.url("login-redirect"))login.html, a web page (a login page?), not the file; nothing is fetched or removed in its place until the server sends the file: check username and password-file or token-file, or exclude it",
+            "cannot mirror b.txt: \(stub.url("login-redirect"))b.txt redirects to \(stub.url("login-redirect"))login.html, a web page (a login page?), not the file; nothing is fetched or removed in its place until the server sends the file: check username and password-file or token-file, or exclude it",
         ])
         XCTAssertFalse(snapshot.isComplete)
     }
@@ -169,7 +169,7 @@ final class HTTPFaultTests: XCTestCase {
         let snapshot = try await listing(of: "busy-file", from: stub)
         XCTAssertEqual(snapshot.entries.map(\.path.description), ["a.txt"])
         XCTAssertEqual(snapshot.issues.count, 1)
-        XCTAssertTrue(snapshot.issues.first?.description.hasPrefix("cannot list b.txt: \(stub.url("busy-file"))b.txt ") == true, "\(snapshot.issues)")
+        XCTAssertTrue(snapshot.issues.first?.description.hasPrefix("cannot mirror b.txt: \(stub.url("busy-file"))b.txt ") == true, "\(snapshot.issues)")
         XCTAssertTrue(snapshot.issues.first?.description.contains("HTTP 503") == true, "\(snapshot.issues)")
         XCTAssertFalse(snapshot.isComplete)
     }
@@ -194,7 +194,7 @@ final class HTTPFaultTests: XCTestCase {
         let stub = try StubServer()
         let snapshot = try await listing(of: "bad-request", from: stub)
         XCTAssertEqual(snapshot.issues.map(\.description), [
-            "cannot list caf\\xe9.txt: \(stub.url("bad-request"))caf%E9.txt was refused as a bad request (HTTP 400); the server cannot serve this name (is it UTF-8?): rename it on the server, or exclude it",
+            "cannot mirror caf\\xe9.txt: \(stub.url("bad-request"))caf%E9.txt was refused as a bad request (HTTP 400); the server cannot serve this name (is it UTF-8?): rename it on the server, or exclude it",
         ])
     }
 
@@ -205,7 +205,7 @@ final class HTTPFaultTests: XCTestCase {
         let snapshot = try await listing(of: "range-overrun", from: stub)
         XCTAssertEqual(snapshot.entries.map(\.path.description), [])
         XCTAssertEqual(snapshot.issues.map(\.description), [
-            "cannot list f.txt: GET \(stub.url("range-overrun"))f.txt answered more than 1 byte, the most Folio reads of that answer; refused",
+            "cannot mirror f.txt: GET \(stub.url("range-overrun"))f.txt answered more than 1 byte, the most Folio reads of that answer; refused",
         ])
         XCTAssertFalse(snapshot.isComplete)
     }
