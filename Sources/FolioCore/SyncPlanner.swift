@@ -113,8 +113,8 @@ private struct Merge {
     }
 
     mutating func finish(remote: Snapshot, local: [LocalItem]) -> SyncPlan {
-        // Why not for a record of another tree: the run forgets it whole (`StateStore.startOver`).
-        if removalsAllowed, !recordIsOfAnotherTree {
+        // A record of another tree too: its rows outlive `StateStore.startOver`, for which files Folio wrote.
+        if removalsAllowed {
             // Records of paths on neither side; those of removed local entries go with their removal. Those of
             // excluded entries still at the destination stay (`LeftAlone.covers`).
             plan.recordDeletions = record.lazy.map(\.path).filter { path in

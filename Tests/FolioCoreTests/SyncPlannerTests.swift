@@ -175,7 +175,7 @@ final class SyncPlannerTests: XCTestCase {
             Case(name: "another source: its files Folio wrote here are replaced and removed as Folio's; an edited one is a local change",
                  remote: [file("changed", size: 20, mtime: 200), file("edited", size: 20, mtime: 200)],
                  local: [item("changed"), item("edited", inode: 9), item("gone")], record: [rec("changed"), rec("edited"), rec("gone"), rec("elsewhere")],
-                 recordOfAnotherSource: true, expected: ["rm gone gone 1", "get changed replace", "get edited replace local-changes"]),
+                 recordOfAnotherSource: true, expected: ["rm gone gone 1", "get changed replace", "get edited replace local-changes", "forget elsewhere"]),
             Case(name: "another source: the same ETag as the version Folio copied from the old one is no sign of the same content",
                  remote: [file("a", mtime: 300, validator: "e")], local: [item("a")], record: [rec("a", validator: "e")],
                  recordOfAnotherSource: true, expected: ["get a replace"]),
