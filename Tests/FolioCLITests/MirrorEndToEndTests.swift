@@ -992,19 +992,8 @@ final class MirrorEndToEndTests: XCTestCase {
         let path = work.path("dst")
         XCTAssertEqual(FolioBinary.run(["mirror", work.path("src"), path], environment: environment).status, 0)
 
-        let running = FolioBinary.start(["mirror", "--bwlimit", "1MB", "--transfers", "1", work.path("other"), path], environment: environment)
-        let partials = work.path("dst/.folio/partial")
-        func held() -> Int {
-            FixtureTree.listing(partials).filter { $0.hasSuffix(".part") }.compactMap { name -> Int? in
-                var info = stat()
-                return stat(partials + "/" + name, &info) == 0 ? Int(info.st_size) : nil
-            }.reduce(0, +)
-        }
-        while running.process.isRunning, held() < 1 << 20 { usleep(20_000) }
-        kill(running.process.processIdentifier, SIGINT)
-        let stopped = String(decoding: running.standardErrorPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        running.process.waitUntilExit()
-        XCTAssertEqual(running.process.terminationStatus, 1, stopped)
+        let stopped = stopOnceAMebibyteIsInPartialFiles(["mirror", "--bwlimit", "1MB", "--transfers", "1", work.path("other"), path])
+        XCTAssertEqual(stopped.status, 1, stopped.stderr)
         XCTAssertEqual(FixtureTree.read(work.path("dst/f1.txt")), Array("from the first source 1".utf8), "still queued behind the large file")
 
         let again = FolioBinary.run(["mirror", work.path("other"), path], environment: environment)
@@ -1135,24 +1124,33 @@ final class MirrorEndToEndTests: XCTestCase {
     /// read as if the megabytes so far were lost.
     func testAnInterruptedRunSaysWhatItsPartialFilesHold() throws {
         FixtureTree.write(work.path("src"), "big.bin", FixtureTree.bytes(count: 8 << 20, seed: 9))
-        let running = FolioBinary.start(["mirror", "--bwlimit", "1MB", work.path("src"), work.path("dst")], environment: environment)
-        let partials = work.path("dst/.folio/partial")
-        func held() -> Int {
-            FixtureTree.listing(partials).filter { $0.hasSuffix(".part") }.compactMap { name -> Int? in
-                var info = stat()
-                return stat(partials + "/" + name, &info) == 0 ? Int(info.st_size) : nil
-            }.reduce(0, +)
-        }
-        while running.process.isRunning, held() < 1 << 20 { usleep(20_000) }
-        kill(running.process.processIdentifier, SIGINT)
+        let stopped = stopOnceAMebibyteIsInPartialFiles(["mirror", "--bwlimit", "1MB", work.path("src"), work.path("dst")])
         // The lines of a stop go to standard error, as a failure's do (a run that did not end as asked).
-        let output = String(decoding: running.standardErrorPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        running.process.waitUntilExit()
-        XCTAssertEqual(running.process.terminationStatus, 1, output)
-        let line = output.split(separator: "\n").last.map(String.init) ?? ""
+        XCTAssertEqual(stopped.status, 1, stopped.stderr)
+        let line = stopped.stderr.split(separator: "\n").last.map(String.init) ?? ""
         XCTAssertTrue(line.hasPrefix("mirror:\(work.path("dst")): interrupted after 0 files, 0 B, and "), line)
         XCTAssertTrue(line.hasSuffix(" MiB in partial files; the next run resumes"), line)
-        XCTAssertGreaterThanOrEqual(held(), 1 << 20, "the partial file was kept")
+        XCTAssertGreaterThanOrEqual(bytesInPartialFiles(of: work.path("dst")), 1 << 20, "the partial file was kept")
+    }
+
+    /// What the partial files of the destination `path` hold, in bytes.
+    private func bytesInPartialFiles(of path: String) -> Int {
+        let partials = path + "/.folio/partial"
+        return FixtureTree.listing(partials).filter { $0.hasSuffix(".part") }.compactMap { name -> Int? in
+            var info = stat()
+            return stat(partials + "/" + name, &info) == 0 ? Int(info.st_size) : nil
+        }.reduce(0, +)
+    }
+
+    /// Runs folio with `arguments` (a mirror into `work.path("dst")`, held back by `--bwlimit`), stops it with
+    /// SIGINT once a mebibyte has arrived in its partial files, and returns its exit status and standard error.
+    private func stopOnceAMebibyteIsInPartialFiles(_ arguments: [String]) -> (status: Int32, stderr: String) {
+        let running = FolioBinary.start(arguments, environment: environment)
+        while running.process.isRunning, bytesInPartialFiles(of: work.path("dst")) < 1 << 20 { usleep(20_000) }
+        kill(running.process.processIdentifier, SIGINT)
+        let stderr = String(decoding: running.standardErrorPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        running.process.waitUntilExit()
+        return (running.process.terminationStatus, stderr)
     }
 
     /// A hang-up (the terminal closed, the SSH connection dropped) stops a run by hand as SIGTERM does: the files
