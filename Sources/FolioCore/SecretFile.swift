@@ -41,10 +41,14 @@ public enum SecretFile {
     /// A warning when the file `path` names (see `resolvedPath`) is a regular file other users can read, naming
     /// `setting` and the fix; nil otherwise (a pipe, a file of mode 600 or 400, a file not there).
     public static func exposure(of path: String, setting: String) -> String? {
-        guard let resolved = resolvedPath(path) else { return nil }
+        guard let resolved = resolvedPath(path), let mode = mode(of: resolved), mode & S_IFMT == S_IFREG, mode & 0o077 != 0 else { return nil }
+        return "\(setting) \(resolved) can be read by other users (mode \(String(mode & 0o777, radix: 8))), and it holds a secret; chmod 600 \(resolved)"
+    }
+
+    /// The type and permission bits of the file at `path` (links followed); nil when it cannot be looked at.
+    public static func mode(of path: String) -> mode_t? {
         var info = stat()
-        guard stat(resolved, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_mode & 0o077 != 0 else { return nil }
-        return "\(setting) \(resolved) can be read by other users (mode \(String(info.st_mode & 0o777, radix: 8))), and it holds a secret; chmod 600 \(resolved)"
+        return stat(path, &info) == 0 ? info.st_mode : nil
     }
 
     /// Where `read` looks for `path`: the path itself when absolute, else in `$CREDENTIALS_DIRECTORY`; nil when it

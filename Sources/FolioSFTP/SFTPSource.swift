@@ -75,19 +75,13 @@ public struct SFTPSource: Source {
                                             loggingIn: logInAhead.take()).snapshot()
         // Why a warning, where OpenSSH refuses such a key: a daemon's key made readable to others by mistake would
         // otherwise stop every run at once; said every run, it is fixed with one chmod.
-        if let path = endpoint.identity, let mode = Self.mode(of: path), mode & 0o077 != 0 {
+        if let path = endpoint.identity, let mode = SecretFile.mode(of: path), mode & 0o077 != 0 {
             snapshot.warn("identity \(path) can be read by other users (mode \(String(mode & 0o777, radix: 8))), which ssh refuses for a private key; chmod 600 \(path)", about: displayName)
         }
         for (setting, path) in [("passphrase-file", endpoint.passphraseFile), ("password-file", endpoint.passwordFile)] {
             if let path, let warning = SecretFile.exposure(of: path, setting: setting) { snapshot.warn(warning, about: displayName) }
         }
         return snapshot
-    }
-
-    /// The permission bits of the file at `path`, if it can be looked at.
-    private static func mode(of path: String) -> mode_t? {
-        var info = stat()
-        return stat(path, &info) == 0 ? info.st_mode & 0o7777 : nil
     }
 
     /// Shuts down the sockets of the sessions logging in or listing, so that a stop does not wait out `timeout`

@@ -283,32 +283,33 @@ final class HTTPFaultTests: XCTestCase {
     /// own low-speed limit counted the request's body as traffic. Folio's stall check says so in its text.
     func testASilentServerIsGivenUpOnAfterTheTimeoutEvenForARequestWithABody() async throws {
         let stub = try StubServer()
-        var settings = SourceSettings()
-        settings.webdav = true
-        let source = try HTTPSource(location: SourceLocation(parsing: stub.url("silent")), settings: settings, timeout: 1, transfers: 1)
-        do {
-            _ = try await source.snapshot(options: ListingOptions())
-            XCTFail("a silent server gave a listing")
-        } catch let error as SourceError {
-            XCTAssertEqual(error.code, .unreachable)
-            XCTAssertEqual(error.underlying, "curl 28 (nothing received for 1 s)")
-            XCTAssertTrue(error.message.hasPrefix("no answer from \(stub.url("silent")) within 1 s (2 tries): "), error.message)
-        }
+        let error = try await webdavListingError(stub, "silent", timeout: 1)
+        XCTAssertEqual(error.code, .unreachable)
+        XCTAssertEqual(error.underlying, "curl 28 (nothing received for 1 s)")
+        XCTAssertTrue(error.message.hasPrefix("no answer from \(stub.url("silent")) within 1 s (2 tries): "), error.message)
     }
 
     /// A server that closes every connection without an answer may be a TLS one given plain HTTP: the line says
     /// to write https:// if so, besides checking that the server is up.
     func testAServerThatHangsUpWithoutAnAnswerSuggestsHTTPS() async throws {
         let stub = try StubServer()
+        let error = try await webdavListingError(stub, "hangup", timeout: 2)
+        XCTAssertEqual(error.code, .unreachable)
+        XCTAssertEqual(error.message, "cannot reach \(stub.url("hangup")): curl 52 (Empty reply from server); check that the server is up and the URL is right; if that port serves HTTPS, write https://")
+    }
+
+    /// The error a WebDAV listing of the stub's `scenario` fails with (the test fails if it lists, or fails
+    /// otherwise than with a `SourceError`).
+    private func webdavListingError(_ stub: StubServer, _ scenario: String, timeout: Int) async throws -> SourceError {
         var settings = SourceSettings()
         settings.webdav = true
-        let source = try HTTPSource(location: SourceLocation(parsing: stub.url("hangup")), settings: settings, timeout: 2, transfers: 1)
+        let source = try HTTPSource(location: SourceLocation(parsing: stub.url(scenario)), settings: settings, timeout: timeout, transfers: 1)
         do {
-            _ = try await source.snapshot(options: ListingOptions())
-            XCTFail("a server that hangs up gave a listing")
+            let snapshot = try await source.snapshot(options: ListingOptions())
+            XCTFail("the \(scenario) server gave a listing of \(snapshot.entries.count) entries")
+            throw CancellationError()
         } catch let error as SourceError {
-            XCTAssertEqual(error.code, .unreachable)
-            XCTAssertEqual(error.message, "cannot reach \(stub.url("hangup")): curl 52 (Empty reply from server); check that the server is up and the URL is right; if that port serves HTTPS, write https://")
+            return error
         }
     }
 
