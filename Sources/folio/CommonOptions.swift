@@ -1,5 +1,4 @@
 import ArgumentParser
-import FolioCore
 
 /// Options shared by the commands that run targets.
 struct CommonOptions: ParsableArguments {
@@ -14,12 +13,4 @@ struct CommonOptions: ParsableArguments {
 
     @Flag(name: .long, help: "Allow a run past the max-delete, empty-source and missing-destination guards.")
     var force = false
-
-    func loadConfig() throws -> Config {
-        do {
-            return try Config.loadForRunning(path: Config.location(explicit: config))
-        } catch {
-            throw CLIError.usage(error.description)
-        }
-    }
 }
