@@ -44,5 +44,7 @@ let package = Package(
         .testTarget(name: "FolioSFTPTests", dependencies: ["FolioSFTP", "FolioTestSupport"]),
         .testTarget(name: "FolioHTTPTests", dependencies: ["FolioHTTP", "FolioTestSupport"]),
         .testTarget(name: "FolioDaemonTests", dependencies: ["FolioCore", "FolioState", "FolioTestSupport"]),
+        // The executable's own types, in process: its fast command-line parser against argument-parser.
+        .testTarget(name: "FolioCommandTests", dependencies: ["folio", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
     ]
 )

@@ -43,6 +43,11 @@ struct Folio: AsyncParsableCommand {
             Foundation.exit(ExitStatus.usage.rawValue)
         }
         do {
+            // The lines that run targets take the fast way when they can (see FastCommandLine for why).
+            if let request = FastCommandLine.request(for: Array(CommandLine.arguments.dropFirst())) {
+                try await request.run()
+                return
+            }
             var command = try parseAsRoot()
             if var command = command as? AsyncParsableCommand {
                 try await command.run()
