@@ -43,12 +43,14 @@ struct Folio: AsyncParsableCommand {
             Foundation.exit(ExitStatus.usage.rawValue)
         }
         do {
+            let arguments = Array(CommandLine.arguments.dropFirst())
             // The lines that run targets take the fast way when they can (see FastCommandLine for why).
-            if let request = FastCommandLine.request(for: Array(CommandLine.arguments.dropFirst())) {
+            if let request = FastCommandLine.request(for: arguments) {
                 try await request.run()
                 return
             }
-            var command = try parseAsRoot()
+            try refuseUnknownHelpTopic(arguments)
+            var command = try parseAsRoot(arguments)
             if var command = command as? AsyncParsableCommand {
                 try await command.run()
             } else {
@@ -68,6 +70,16 @@ struct Folio: AsyncParsableCommand {
             FileDescriptorOutput.writeToStandardError("folio: \(usageLine(for: error))\n")
             Foundation.exit(code.rawValue == 64 ? ExitStatus.usage.rawValue : code.rawValue)
         }
+    }
+
+    /// Refuses `folio help WORD` for a word that is no command. Why: argument-parser answers it with the overall
+    /// help and exit 0, so a mistyped command in a script passed for a working one.
+    static func refuseUnknownHelpTopic(_ arguments: [String]) throws(CLIError) {
+        guard arguments.first == "help", let topic = arguments.dropFirst().first, !topic.hasPrefix("-") else { return }
+        let names = configuration.subcommands.compactMap { $0.configuration.commandName }
+        guard !names.contains(topic) else { return }
+        let list = names.dropLast().joined(separator: ", ") + " and " + (names.last ?? "")
+        throw .usage("there is no command \(JSONLine.quote(topic)); the commands are \(list) (folio help COMMAND)")
     }
 
     /// argument-parser's error as one line, as every other error is: its message, then the command whose help

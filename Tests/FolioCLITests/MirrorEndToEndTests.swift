@@ -340,6 +340,7 @@ final class MirrorEndToEndTests: XCTestCase {
             (["mirror", "a", "b", "--transfers", "x"], "folio: The value 'x' is invalid for '--transfers <transfers>'; see folio mirror --help"),
             (["sync", "--now", "--bogus"], "folio: Unknown option '--bogus'; see folio sync --help"),
             (["nosuch"], "folio: Unexpected argument 'nosuch'; see folio --help"),
+            (["help", "nosuch"], "folio: there is no command \"nosuch\"; the commands are sync, mirror, status, trust and daemon (folio help COMMAND)"),
         ]
         for (arguments, line) in cases {
             let outcome = FolioBinary.run(arguments, environment: environment)
@@ -351,6 +352,9 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertEqual(help.status, 0, help.stderr)
         XCTAssertEqual(help.stdoutLines.first, "OVERVIEW: Mirror SOURCE into DEST once, without a configuration file.", help.stdout)
         XCTAssertEqual(help.stderr, "")
+        let helpCommand = FolioBinary.run(["help", "mirror"], environment: environment)
+        XCTAssertEqual(helpCommand.status, 0, helpCommand.stderr)
+        XCTAssertEqual(helpCommand.stdoutLines.first, "OVERVIEW: Mirror SOURCE into DEST once, without a configuration file.", helpCommand.stdout)
     }
 
     /// Half an HTTP log-in (a user without a password, a token beside them) is a usage error naming the flags,
