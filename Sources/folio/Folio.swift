@@ -77,7 +77,8 @@ struct Folio: AsyncParsableCommand {
     static func refuseUnknownHelpTopic(_ arguments: [String]) throws(CLIError) {
         guard arguments.first == "help", let topic = arguments.dropFirst().first, !topic.hasPrefix("-") else { return }
         let names = configuration.subcommands.compactMap { $0.configuration.commandName }
-        guard !names.contains(topic) else { return }
+        // `help` is argument-parser's own command: `folio help help` is its help.
+        guard !names.contains(topic), topic != "help" else { return }
         let list = names.dropLast().joined(separator: ", ") + " and " + (names.last ?? "")
         throw .usage("there is no command \(JSONLine.quote(topic)); the commands are \(list) (folio help COMMAND)")
     }

@@ -355,6 +355,9 @@ final class MirrorEndToEndTests: XCTestCase {
         let helpCommand = FolioBinary.run(["help", "mirror"], environment: environment)
         XCTAssertEqual(helpCommand.status, 0, helpCommand.stderr)
         XCTAssertEqual(helpCommand.stdoutLines.first, "OVERVIEW: Mirror SOURCE into DEST once, without a configuration file.", helpCommand.stdout)
+        let helpOfHelp = FolioBinary.run(["help", "help"], environment: environment)
+        XCTAssertEqual(helpOfHelp.status, 0, helpOfHelp.stderr)
+        XCTAssertEqual(helpOfHelp.stderr, "")
     }
 
     /// Half an HTTP log-in (a user without a password, a token beside them) is a usage error naming the flags,
