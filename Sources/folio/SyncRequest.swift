@@ -52,6 +52,7 @@ struct SyncRequest: Equatable, Sendable {
         if status != .success { throw status.exitCode }
     }
 
+    /// The configuration at `path` (else where `Config.location` looks), its errors as usage errors (exit 2).
     private static func loadConfig(_ path: String?) throws -> Config {
         do {
             return try Config.loadForRunning(path: Config.location(explicit: path))
