@@ -39,15 +39,13 @@ enum FastCommandLine {
                             "webdav", "requests-per-second", "connections"]
         guard let words = Words(arguments, flags: flags, options: options, lists: ["exclude"]),
               words.positionals.count == 2 else { return nil }
-        var request = MirrorRequest(source: words.positionals[0], destination: words.positionals[1])
-        for (name, values) in words.given {
-            let value = values.first ?? ""  // a flag has none
+        var request = MirrorRequest(source: words.positionals[0], destination: words.positionals[1],
+                                    dryRun: words.flags.contains("dry-run"), json: words.flags.contains("json"),
+                                    force: words.flags.contains("force"), noWait: words.flags.contains("no-wait"))
+        request.insecureTLS = words.flags.contains("insecure-tls")
+        for (name, values) in words.options {
+            let value = values[0]
             switch name {
-            case "dry-run": request.dryRun = true
-            case "json": request.json = true
-            case "force": request.force = true
-            case "no-wait": request.noWait = true
-            case "insecure-tls": request.insecureTLS = true
             case "transfers": guard let number = Int(value) else { return nil }; request.transfers = number
             case "timeout": guard let number = Int(value) else { return nil }; request.timeout = number
             case "max-delete": request.maxDelete = value
@@ -74,29 +72,27 @@ enum FastCommandLine {
     private static func sync(_ arguments: ArraySlice<String>) -> SyncRequest? {
         guard let words = Words(arguments, flags: ["now", "dry-run", "json", "force", "no-wait"],
                                 options: ["config", "parallel-targets"], lists: []) else { return nil }
-        var request = SyncRequest(targets: words.positionals)
-        for (name, values) in words.given {
+        var request = SyncRequest(targets: words.positionals, dryRun: words.flags.contains("dry-run"),
+                                  json: words.flags.contains("json"), force: words.flags.contains("force"),
+                                  noWait: words.flags.contains("no-wait"))
+        for (name, values) in words.options {
             switch name {
-            case "now": break
-            case "dry-run": request.dryRun = true
-            case "json": request.json = true
-            case "force": request.force = true
-            case "no-wait": request.noWait = true
-            case "config": request.config = values.first
-            case "parallel-targets": guard let number = values.first.flatMap({ Int($0) }) else { return nil }; request.parallelTargets = number
+            case "config": request.config = values[0]
+            case "parallel-targets": guard let number = Int(values[0]) else { return nil }; request.parallelTargets = number
             default: return nil
             }
         }
         return request
     }
 
-    /// A command's words sorted into long options (each with its values; none for a flag) and positional values,
-    /// or nil at the first word that argument-parser alone should read.
+    /// A command's words sorted into flags, long options (each with its values, one or more) and positional
+    /// values, or nil at the first word that argument-parser alone should read.
     private struct Words {
-        var given: [String: [String]] = [:]
+        var flags: Set<String> = []
+        var options: [String: [String]] = [:]
         var positionals: [String] = []
 
-        init?(_ arguments: ArraySlice<String>, flags: Set<String>, options: Set<String>, lists: Set<String>) {
+        init?(_ arguments: ArraySlice<String>, flags flagNames: Set<String>, options optionNames: Set<String>, lists listNames: Set<String>) {
             var remaining = arguments[...]
             while let word = remaining.popFirst() {
                 // "help" is argument-parser's word for help at any place it could be a command.
@@ -115,18 +111,18 @@ enum FastCommandLine {
                 }
                 let key = String(name)
                 // Given twice, a flag is an error and an option's last value wins: argument-parser says which.
-                guard given[key] == nil || lists.contains(key) else { return nil }
-                if flags.contains(key) {
+                guard !flags.contains(key), options[key] == nil || listNames.contains(key) else { return nil }
+                if flagNames.contains(key) {
                     guard value == nil else { return nil }
-                    given[key] = []
+                    flags.insert(key)
                     continue
                 }
-                guard options.contains(key) || lists.contains(key) else { return nil }
+                guard optionNames.contains(key) || listNames.contains(key) else { return nil }
                 if value == nil { value = remaining.popFirst()?[...] }
                 // A value that starts with "-" may be an option's name (argument-parser then reports the value
                 // missing), or a negative number, which some options take: argument-parser knows which.
                 guard let value, !value.isEmpty, !value.hasPrefix("-") else { return nil }
-                given[key, default: []].append(String(value))
+                options[key, default: []].append(String(value))
             }
         }
     }
