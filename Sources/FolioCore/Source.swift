@@ -16,10 +16,11 @@ public protocol Source: Sendable {
     func snapshot(options: ListingOptions) async throws -> Snapshot
 
     /// A run of this source is about to start: begins, in the background, what its listing must wait for before
-    /// it can ask anything (an SSH log-in), so that the wait overlaps the run's own start (recording it in the
-    /// state database, making the destination's folders). Returns at once. Called at most once, just before the
-    /// run, with the destination's lock held (a dry run takes none); the run's `finishRun` cuts and ends what it
-    /// began if the listing never used it.
+    /// it can ask anything (an SSH log-in), so that the wait overlaps the run's own start (opening the state
+    /// database, taking the destination's lock, recording the run, making the destination's folders). Returns at
+    /// once; a second call before the listing does nothing. Called before the run, or before its lock is taken;
+    /// `finishRun` cuts and ends what it began if the listing never used it (the run ended first, or waits for
+    /// the lock), and a later `prepare` begins it again.
     func prepare()
 
     /// Opens one connection for one download worker. Called on that worker's own thread; the connection is

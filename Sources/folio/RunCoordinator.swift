@@ -33,20 +33,28 @@ struct RunCoordinator {
 
     private func runTargets(_ targets: [TargetConfig], stopper: SignalStopper) async -> ExitStatus {
         let directory = stateDirectory
+        async let opening = Blocking.run { Result { () throws(StateError) in try StateDatabase(directory: directory) } }
+        // Why while the state database opens: opening it takes milliseconds (making it, on a first run: six
+        // flushes and its tables) in which the first targets' SSH log-ins, six round trips or more, are on their
+        // way (`Source.prepare`). The lock is taken later, once the database can tell a drive that is not mounted.
+        let ahead = await Self.makeSources(for: targets.prefix(max(1, parallelTargets)))
         let database: StateDatabase
-        do {
-            database = try await Blocking.run { () throws(StateError) in try StateDatabase(directory: directory) }
-        } catch {
+        switch await opening {
+        case .success(let opened):
+            database = opened
+        case .failure(let error):
+            for case .success(let source) in ahead { await source.finishRun() }
             FileDescriptorOutput.writeToStandardError("folio: \(error.message)\n")
             return .runFailed
         }
         let engine = SyncEngine(state: database, events: reporter)
         var reports: [RunReport] = []
         await withTaskGroup(of: RunReport.self) { group in
-            var pending = targets[...]
+            var pending = targets.indices[...]
             func startNext() {
-                guard let target = pending.popFirst() else { return }
-                group.addTask { await runOne(target, engine: engine, stopper: stopper) }
+                guard let index = pending.popFirst() else { return }
+                let target = targets[index], made = index < ahead.count ? ahead[index] : nil
+                group.addTask { await runOne(target, made: made, engine: engine, stopper: stopper) }
             }
             for _ in 0..<max(1, parallelTargets) { startNext() }
             while let report = await group.next() {
@@ -57,8 +65,23 @@ struct RunCoordinator {
         return ExitStatus.combined(reports)
     }
 
-    private func runOne(_ target: TargetConfig, engine: SyncEngine, stopper: SignalStopper) async -> RunReport {
-        let report = await runLocked(target, engine: engine, stopper: stopper)
+    /// Makes the sources of the targets that run first, and starts what their listings will wait for.
+    private static func makeSources(for targets: ArraySlice<TargetConfig>) async -> [Result<any Source, any Error>] {
+        var sources: [Result<any Source, any Error>] = []
+        for target in targets {
+            do {
+                let source = try await SourceFactory.make(for: target)
+                source.prepare()
+                sources.append(.success(source))
+            } catch {
+                sources.append(.failure(error))
+            }
+        }
+        return sources
+    }
+
+    private func runOne(_ target: TargetConfig, made: Result<any Source, any Error>?, engine: SyncEngine, stopper: SignalStopper) async -> RunReport {
+        let report = await runLocked(target, made: made, engine: engine, stopper: stopper)
         // After the lock is let go, as in the daemon: the hook may take its time (or sync this target itself).
         // A stop (Ctrl-C, SIGTERM) skips the hook; the run's paths are kept for the next run's.
         if !target.onChange.isEmpty, report.reachesHook, !stopper.isStopped {
@@ -68,29 +91,43 @@ struct RunCoordinator {
         return report
     }
 
-    /// Makes the source, takes the destination's lock and runs the target; the lock is let go on return.
-    private func runLocked(_ target: TargetConfig, engine: SyncEngine, stopper: SignalStopper) async -> RunReport {
+    /// Takes the destination's lock and runs the target with its source (`made` ahead, else made here); the lock
+    /// is let go on return. A source made ahead may be logging in already: every way out before the run ends that.
+    private func runLocked(_ target: TargetConfig, made: Result<any Source, any Error>?, engine: SyncEngine, stopper: SignalStopper) async -> RunReport {
         // A run that ends before the engine starts it still took this long: the wait for another run's lock counts.
         let began = Date()
         let source: any Source
         do {
-            source = try await SourceFactory.make(for: target)
+            if let made {
+                source = try made.get()
+            } else {
+                source = try await SourceFactory.make(for: target)
+            }
         } catch {
             return await failedToStart(target, "\(error)", engine: engine, began: began)
         }
-        let wait = waitForLock
         let reporter = self.reporter
         // A dry run writes nothing, so it needs no lock (and must not make the destination to hold one).
         let dryRun = options.dryRun, force = options.force, state = engine.state, sourceName = source.displayName
-        // flock blocks: off the cooperative pool.
-        let lock = await Blocking.run {
-            Result { () throws(TargetLock.Failure) -> TargetLock? in
-                if dryRun { return nil }
-                return try TargetLock.acquire(target, wait: wait, waiting: { holder in
-                    reporter.note("\(holder); waiting (use --no-wait to give up instead)", target: target.name)
-                }, stopped: { stopper.isStopped }, remembered: { force ? 0 : (try? state.recordedEntryCount(from: sourceName, in: target.destination)) ?? 0 })
+        func acquire(wait: Bool) async -> Result<TargetLock?, TargetLock.Failure> {
+            // flock blocks: off the cooperative pool.
+            await Blocking.run {
+                Result { () throws(TargetLock.Failure) -> TargetLock? in
+                    if dryRun { return nil }
+                    return try TargetLock.acquire(target, wait: wait, waiting: { holder in
+                        reporter.note("\(holder); waiting (use --no-wait to give up instead)", target: target.name)
+                    }, stopped: { stopper.isStopped }, remembered: { force ? 0 : (try? state.recordedEntryCount(from: sourceName, in: target.destination)) ?? 0 })
+                }
             }
         }
+        var lock = await acquire(wait: false)
+        if case .failure(.busy) = lock, waitForLock {
+            // Why end the log-in started ahead: it would sit unused, holding a connection to the server, for as
+            // long as the other run lasts. `prepare` below starts another once the lock is ours.
+            await source.finishRun()
+            lock = await acquire(wait: true)
+        }
+        if case .failure = lock { await source.finishRun() }
         switch lock {
         case .failure(.stopped): return failed(target, TargetLock.Failure.stopped.message, result: .interrupted, began: began)
         // Another run holds the folder (--no-wait): its run is what status should show, not this one's giving up.
@@ -102,11 +139,12 @@ struct RunCoordinator {
             reporter.watch(target: target.name, progress: progress)
             let report: RunReport
             if stopper.register(progress) {
-                // Why only now, with the lock held: a run that waits for the lock (or gives up on it) would hold a
-                // log-in it may never use, idle for as long as the other run lasts.
+                // Nothing if the log-in started ahead is still on its way; a source made after the state database
+                // opened, or one whose log-in ended while the lock was busy, starts it now.
                 source.prepare()
                 report = await engine.run(target, source: source, options: options, progress: progress)
             } else {
+                await source.finishRun()
                 report = failed(target, "stopped before it started", result: .interrupted, began: began)
             }
             // By hand only: the daemon would make and take away a folder that a media server may watch at every

@@ -414,6 +414,66 @@ final class SFTPEndToEndTests: XCTestCase {
         assertOneLine(outcome, contains: ["sftp://127.0.0.1:\(server.port)", "refused to log in"])
     }
 
+    /// The SSH log-in starts while the state database opens, before the destination's lock is taken. A run that
+    /// then finds the lock held ends that log-in before it waits, so it holds no connection to the server for as
+    /// long as the other run lasts; once the lock is its own it logs in again, and mirrors.
+    func testARunWaitingForTheLockHoldsNoConnectionToTheServerMeanwhile() throws {
+        let server = try SSHServer()
+        FixtureTree.write(work.path("src"), "a.txt", "alpha\n", mtime: (1_600_000_000, 0))
+        FixtureTree.makeFolder(work.path("dst"), ".folio")
+        let held = open(work.path("dst/.folio/lock"), O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        XCTAssertGreaterThanOrEqual(held, 0)
+        XCTAssertEqual(flock(held, LOCK_EX), 0)
+        var holding = true
+        defer { if holding { close(held) } }
+
+        let running = FolioBinary.start(mirror(server, work.path("src"), json: false), environment: environment)
+        var said = Data()
+        let errors = running.standardErrorPipe.fileHandleForReading
+        while !String(decoding: said, as: UTF8.self).contains("waiting") {
+            let more = errors.availableData
+            if more.isEmpty { break }
+            said.append(more)
+        }
+        XCTAssertTrue(String(decoding: said, as: UTF8.self).contains("\(work.path("dst")) is being synced by another folio process; waiting"),
+                      String(decoding: said, as: UTF8.self))
+        // Time for a log-in that was left running to finish: none may be open while the run waits.
+        usleep(500_000)
+        XCTAssertEqual(Self.establishedConnections(toPort: server.port), 0, "a connection to the server stayed open while the run waited")
+
+        close(held)
+        holding = false
+        said.append(errors.readDataToEndOfFile())
+        running.process.waitUntilExit()
+        XCTAssertEqual(running.process.terminationStatus, 0, String(decoding: said, as: UTF8.self))
+        XCTAssertEqual(FixtureTree.read(work.path("dst/a.txt")), Array("alpha\n".utf8))
+        XCTAssertEqual(FixtureTree.mtime(work.path("dst/a.txt")), 1_600_000_000 * 1_000_000_000)
+    }
+
+    /// The client side of the IPv4 TCP connections to `port` that are open (`ESTABLISHED`), from /proc/net/tcp.
+    private static func establishedConnections(toPort port: Int) -> Int {
+        let table = (try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)) ?? ""
+        return table.split(separator: "\n").dropFirst().filter { line in
+            let fields = line.split(separator: " ")
+            guard fields.count > 3, let remote = fields[2].split(separator: ":").last else { return false }
+            return Int(remote, radix: 16) == port && fields[3] == "01"
+        }.count
+    }
+
+    /// A state directory that cannot be made fails the run in its one line, with the log-in that started while the
+    /// database opened ended, not left to the process's exit.
+    func testAStateDirectoryThatCannotBeMadeFailsAnSFTPRunInOneLine() throws {
+        let server = try SSHServer()
+        FixtureTree.write(work.path("src"), "a.txt", "alpha\n")
+        FixtureTree.write(work.path, "file", "not a folder")
+        environment["FOLIO_STATE_DIR"] = work.path("file/state")
+        let outcome = FolioBinary.run(mirror(server, work.path("src"), json: false), environment: environment)
+        XCTAssertEqual(outcome.status, 1, outcome.stderr)
+        XCTAssertEqual(outcome.stderrLines, ["folio: cannot create the state directory \(work.path("file/state")): Not a directory; set state-dir or FOLIO_STATE_DIR to a writable folder"])
+        XCTAssertEqual(outcome.stdout, "")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst")), "nothing made")
+    }
+
     func testSSHDKilledMidTransferThenRerunResumesThePartialFile() throws {
         let server = try SSHServer()
         let big = FixtureTree.bytes(count: 96 << 20, seed: 5)
