@@ -156,23 +156,54 @@ final class LocalConnection: SourceConnection {
     /// never outside the source, and never a FIFO or device swapped in (whose open or read would wait for a
     /// writer that never comes, past any stop).
     private func openListedFile(_ path: RelativePath) throws -> Int32 {
-        let fd = path.withCString { followLinks ? folio_openat(rootFD, $0, O_RDONLY | O_NONBLOCK) : folio_open_file_beneath(rootFD, $0) }
-        guard fd >= 0 else { throw fileError(path, errno: errno, doing: "open") }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else {
-            let code = errno
-            Glibc.close(fd)
-            throw fileError(path, errno: code, doing: "stat")
+        guard followLinks else {
+            let fd = path.withCString { folio_open_file_beneath(rootFD, $0) }
+            guard fd >= 0 else { throw fileError(path, errno: errno, doing: "open") }
+            return try checkedRegular(fd, path)
         }
-        guard (info.st_mode & S_IFMT) == S_IFREG else {
-            Glibc.close(fd)
-            throw SourceError(.changed, "\(rootPath)/\(path) is no longer a regular file (a folder, FIFO, socket or device took its place since the listing); not copied", path: path)
-        }
-        if followLinks, let realRoot, let real = Self.realPath(of: fd), !PathText.isWithin(real, realRoot) {
-            Glibc.close(fd)
+        // Why through O_PATH first: that only names what the links lead to, without opening it, so something
+        // outside the source or not a file has no say before the checks (a FIFO's waiting writer is not let
+        // through, a device's open has no effect). Reopened through /proc, the open is of that same file.
+        let named = path.withCString { folio_openat_path(rootFD, $0) }
+        guard named >= 0 else { throw fileError(path, errno: errno, doing: "open") }
+        defer { Glibc.close(named) }
+        if let realRoot, let real = Self.realPath(of: named), !PathText.isWithin(real, realRoot) {
             throw SourceError(.changed, "\(rootPath)/\(path) now leads outside the source, to \(real), through a link made since the listing; not copied", path: path)
         }
+        let info = try checkedRegularInfo(named, path)
+        var fd = folio_open("/proc/self/fd/\(named)", O_RDONLY | O_NONBLOCK)
+        if fd < 0, errno == ENOENT {
+            // No /proc: opened again by its path, and held to be the file just checked.
+            fd = path.withCString { folio_openat(rootFD, $0, O_RDONLY | O_NONBLOCK) }
+            var opened = stat()
+            if fd >= 0, fstat(fd, &opened) != 0 || opened.st_dev != info.st_dev || opened.st_ino != info.st_ino {
+                Glibc.close(fd)
+                throw SourceError(.changed, "\(rootPath)/\(path) changed on the source while it was being opened; it will be fetched next run", path: path)
+            }
+        }
+        guard fd >= 0 else { throw fileError(path, errno: errno, doing: "open") }
         return fd
+    }
+
+    /// `fd` when it is a regular file (else it is closed and the error says what took the file's place).
+    private func checkedRegular(_ fd: Int32, _ path: RelativePath) throws -> Int32 {
+        do {
+            _ = try checkedRegularInfo(fd, path)
+            return fd
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+    }
+
+    /// The status of `fd`, which must be a regular file.
+    private func checkedRegularInfo(_ fd: Int32, _ path: RelativePath) throws -> stat {
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw fileError(path, errno: errno, doing: "stat") }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw SourceError(.changed, "\(rootPath)/\(path) is no longer a regular file (a folder, FIFO, socket or device took its place since the listing); not copied", path: path)
+        }
+        return info
     }
 
     /// The path the kernel holds for an open file; nil where /proc is not mounted.

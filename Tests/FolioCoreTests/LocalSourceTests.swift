@@ -71,6 +71,44 @@ final class LocalSourceTests: XCTestCase {
             FixtureTree.write(served.path, "pipe", "a file", mtime: mtime)
         }
     }
+
+    /// Under `follow`, a link swapped in after the listing that leads outside the source to a FIFO is refused
+    /// before anything opens the FIFO: a writer waiting on it is not let through (an open for reading would have
+    /// released it, as an open of a device would have had its effect).
+    func testALinkSwappedInToAFIFOOutsideTheSourceIsRefusedWithoutOpeningIt() async throws {
+        let served = TemporaryDirectory("local-fifo")
+        let outside = TemporaryDirectory("local-fifo-outside")
+        let scratch = TemporaryDirectory("local-fifo-out")
+        FixtureTree.write(served.path, "song.flac", "listed", mtime: (1_650_000_000, 0))
+        XCTAssertEqual(mkfifo(outside.path("fifo"), 0o644), 0)
+        let source = LocalSource(rootPath: served.path, symlinks: .follow)
+        let snapshot = try await source.snapshot(options: ListingOptions(symlinks: .follow))
+        XCTAssertEqual(unlink(served.path("song.flac")), 0)
+        XCTAssertEqual(symlink(outside.path("fifo"), served.path("song.flac")), 0)
+
+        let writerThrough = DispatchSemaphore(value: 0)
+        let fifo = outside.path("fifo")
+        let writer = Thread {
+            // Blocks until a reader opens the FIFO.
+            let fd = open(fifo, O_WRONLY)
+            if fd >= 0 { close(fd) }
+            writerThrough.signal()
+        }
+        writer.start()
+        usleep(100_000)
+        let connection = try source.makeConnection()
+        let entry = try XCTUnwrap(snapshot.entry(at: try RelativePath(validating: "song.flac")))
+        XCTAssertThrowsError(try SourceConformance.download(entry, with: connection, into: scratch.path("song"), from: 0)) { error in
+            XCTAssertEqual((error as? SourceError)?.message,
+                           "\(served.path)/song.flac now leads outside the source, to \(PathText.real(outside.path))/fifo, through a link made since the listing; not copied")
+        }
+        connection.close()
+        XCTAssertEqual(writerThrough.wait(timeout: .now() + 0.5), .timedOut, "the FIFO was opened for reading, which let its writer through")
+        // Lets the writer go.
+        let reader = open(fifo, O_RDONLY | O_NONBLOCK)
+        XCTAssertEqual(writerThrough.wait(timeout: .now() + 10), .success)
+        close(reader)
+    }
 }
 
 final class LocalSourceSymlinkTests: XCTestCase {

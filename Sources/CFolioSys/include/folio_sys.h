@@ -79,9 +79,20 @@ static inline int folio_openat_dir_nofollow(int dirfd, const char *name) {
     return openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
-/// openat is variadic in C; these fix its arguments.
+/// open and openat are variadic in C; these fix their arguments.
+static inline int folio_open(const char *path, int flags) {
+    return open(path, flags | O_CLOEXEC);
+}
+
 static inline int folio_openat(int dirfd, const char *name, int flags) {
     return openat(dirfd, name, flags | O_CLOEXEC);
+}
+
+/// Names the file at `name` below `dirfd` (links followed) without opening it for reading or writing: the
+/// descriptor serves fstat, /proc/self/fd and a reopen, and the open has no effect on a FIFO or device. O_PATH
+/// is a _GNU_SOURCE name for glibc's __O_PATH.
+static inline int folio_openat_path(int dirfd, const char *name) {
+    return openat(dirfd, name, __O_PATH | O_CLOEXEC);
 }
 
 static inline int folio_openat_create(int dirfd, const char *name, int flags, mode_t mode) {
