@@ -1,9 +1,9 @@
 import Synchronization
 
 /// The listing's first session while it logs in ahead of the listing (`Source.prepare`), until the listing takes
-/// it. Why: an SSH log-in is six round trips or more, and started before the run's own set-up (recording the
-/// run's start, the destination's folders, the last listing's memo) it is that much further on when the listing
-/// needs it.
+/// it. Why: an SSH log-in is six round trips or more, and started before the run's own set-up (opening the state
+/// database, taking the destination's lock, recording the run's start, the destination's folders, the last
+/// listing's memo) it is that much further on when the listing needs it.
 final class LogInAhead: Sendable {
     // Why a Mutex: `start` runs on the caller's thread, the listing takes the worker from the cooperative pool,
     // and `closeUntaken` may run from either once the run is over.
@@ -26,7 +26,9 @@ final class LogInAhead: Sendable {
     /// The session started ahead, if one is waiting; the caller now owns it (and closes or parks it).
     func take() -> SessionWorker? { waiting.withLock { $0.take()?.worker } }
 
-    /// Cuts the log-in of a session that no listing took (a run that ended before listing), and closes it.
+    /// Cuts the log-in of a session that no listing took (a run that ended before listing, or one that waits for
+    /// the lock), and closes it. Returns once it is closed: at once, but for a log-in still resolving the server's
+    /// name, which nothing can cut (`getaddrinfo`), as for a stop during any log-in.
     func closeUntaken() async {
         guard let (worker, stop) = waiting.withLock({ $0.take() }) else { return }
         stop.interrupt()

@@ -265,8 +265,9 @@ actor Scheduler: Service {
         case .success(let held):
             let progress = TransferProgress()
             reporter.watch(target: target.name, progress: progress)
-            // Why only now, with the lock held: a busy target is retried later, and a log-in started for it would
-            // wait unused (see `RunCoordinator`).
+            // Why only now, with the lock held, where a run by hand starts it while its state database opens
+            // (`RunCoordinator`): the daemon's database is open already, so there is nothing to overlap, and a busy
+            // target is retried later, so a log-in started for it would only be ended unused.
             source.prepare()
             let report = await engine.run(target, source: source, options: SyncEngine.RunOptions(trigger: .automatic), progress: progress)
             // A run that did not bring the destination in step takes away the `.folio` its lock made, as a run by

@@ -450,6 +450,49 @@ final class SFTPEndToEndTests: XCTestCase {
         XCTAssertEqual(FixtureTree.mtime(work.path("dst/a.txt")), 1_600_000_000 * 1_000_000_000)
     }
 
+    /// A target left with `--no-wait` because its lock is held ends the log-in it started ahead: no connection to
+    /// its server stays open while the next target runs.
+    func testABusyTargetLeftWithNoWaitHoldsNoConnectionWhileTheNextTargetRuns() throws {
+        let server = try SSHServer()
+        FixtureTree.write(work.path("src"), "a.txt", "alpha\n")
+        FixtureTree.write(work.path("slow"), "big.bin", FixtureTree.bytes(count: 300 << 10, seed: 3))
+        FixtureTree.write(work.path, "folio.toml", """
+            [[target]]
+            name = "remote"
+            source = "\(server.url(work.path("src")))"
+            destination = "\(work.path("dst"))"
+            identity = "\(server.userKeyPath)"
+            known-hosts = "\(server.knownHostsPath)"
+
+            [[target]]
+            name = "local"
+            source = "\(work.path("slow"))"
+            destination = "\(work.path("slow-copy"))"
+            bandwidth-limit = "100K"
+            """)
+        FixtureTree.makeFolder(work.path("dst"), ".folio")
+        let held = open(work.path("dst/.folio/lock"), O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        XCTAssertEqual(flock(held, LOCK_EX), 0)
+        defer { close(held) }
+
+        let running = FolioBinary.start(["sync", "--now", "--no-wait", "--config", work.path("folio.toml"), "remote", "local"], environment: environment)
+        let deadline = Date().addingTimeInterval(30)
+        while !FileManager.default.fileExists(atPath: work.path("slow-copy/.folio/lock")), running.process.isRunning, Date() < deadline { usleep(20_000) }
+        // 300 KiB at 100 KiB/s: about 3 s of the second target, watched throughout.
+        var looks = 0
+        while running.process.isRunning, Date() < deadline {
+            XCTAssertEqual(Self.establishedConnections(toPort: server.port), 0, "a connection to the busy target's server stayed open")
+            looks += 1
+            usleep(100_000)
+        }
+        let errors = String(decoding: running.standardErrorPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        running.process.waitUntilExit()
+        XCTAssertGreaterThan(looks, 5, "the second target ran too briefly to be watched")
+        XCTAssertEqual(running.process.terminationStatus, 1, errors)
+        XCTAssertTrue(errors.contains("remote: failed: ") && errors.contains("is being synced by another folio process"), errors)
+        XCTAssertEqual(FixtureTree.read(work.path("slow-copy/big.bin")), FixtureTree.bytes(count: 300 << 10, seed: 3))
+    }
+
     /// The client side of the IPv4 TCP connections to `port` that are open (`ESTABLISHED`), from /proc/net/tcp.
     private static func establishedConnections(toPort port: Int) -> Int {
         let table = (try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)) ?? ""
@@ -460,8 +503,8 @@ final class SFTPEndToEndTests: XCTestCase {
         }.count
     }
 
-    /// A state directory that cannot be made fails the run in its one line, with the log-in that started while the
-    /// database opened ended, not left to the process's exit.
+    /// A state directory that cannot be made fails an SFTP run in its one line and exit 1, as before its log-in
+    /// started while the database opened (that log-in is ended before the line).
     func testAStateDirectoryThatCannotBeMadeFailsAnSFTPRunInOneLine() throws {
         let server = try SSHServer()
         FixtureTree.write(work.path("src"), "a.txt", "alpha\n")
