@@ -1172,11 +1172,7 @@ final class MirrorEndToEndTests: XCTestCase {
         let running = FolioBinary.start(["mirror", "--json", "--bwlimit", "400K", work.path("src"), work.path("dst")], environment: environment)
         var seen = Data()
         let output = running.standardOutputPipe.fileHandleForReading
-        while !String(decoding: seen, as: UTF8.self).contains("\"event\":\"file-done\"") {
-            let chunk = output.availableData
-            if chunk.isEmpty { break }
-            seen.append(chunk)
-        }
+        output.read(into: &seen, until: "\"event\":\"file-done\"")
         kill(running.process.processIdentifier, SIGHUP)
         seen.append(output.readDataToEndOfFile())
         running.process.waitUntilExit()
@@ -1197,11 +1193,7 @@ final class MirrorEndToEndTests: XCTestCase {
         let running = FolioBinary.start(["mirror", "--json", "--timeout", "60", source, work.path("dst")], environment: environment)
         var seen = Data()
         let output = running.standardOutputPipe.fileHandleForReading
-        while !String(decoding: seen, as: UTF8.self).contains("\"stage\":\"listing\"") {
-            let chunk = output.availableData
-            if chunk.isEmpty { break }
-            seen.append(chunk)
-        }
+        output.read(into: &seen, until: "\"stage\":\"listing\"")
         if pause > 0 { usleep(pause) }
         kill(running.process.processIdentifier, SIGINT)
         seen.append(output.readDataToEndOfFile())

@@ -299,17 +299,10 @@ final class HTTPMirrorCLITests: XCTestCase {
         let running = FolioBinary.start(["mirror", "--json", stub.url("trickle"), scratch.path("dest")], environment: ["FOLIO_STATE_DIR": scratch.path("state")])
         var seen = Data()
         let output = running.standardOutputPipe.fileHandleForReading
-        func read(until text: String) {
-            while !String(decoding: seen, as: UTF8.self).contains(text) {
-                let chunk = output.availableData
-                if chunk.isEmpty { return }
-                seen.append(chunk)
-            }
-        }
-        read(until: "\"event\":\"plan\"")
+        output.read(into: &seen, until: "\"event\":\"plan\"")
         usleep(300_000)
         kill(running.process.processIdentifier, SIGINT)
-        read(until: "stopping")
+        output.read(into: &seen, until: "stopping")
         kill(running.process.processIdentifier, SIGINT)
         seen.append(output.readDataToEndOfFile())
         running.process.waitUntilExit()

@@ -430,11 +430,7 @@ final class SFTPEndToEndTests: XCTestCase {
         let running = FolioBinary.start(mirror(server, work.path("src"), json: false), environment: environment)
         var said = Data()
         let errors = running.standardErrorPipe.fileHandleForReading
-        while !String(decoding: said, as: UTF8.self).contains("waiting") {
-            let more = errors.availableData
-            if more.isEmpty { break }
-            said.append(more)
-        }
+        errors.read(into: &said, until: "waiting")
         XCTAssertTrue(String(decoding: said, as: UTF8.self).contains("\(work.path("dst")) is being synced by another folio process; waiting"),
                       String(decoding: said, as: UTF8.self))
         // Time for a log-in that was left running to finish: none may be open while the run waits.
