@@ -18,9 +18,10 @@ public protocol Source: Sendable {
     /// A run of this source is about to start: begins, in the background, what its listing must wait for before
     /// it can ask anything (an SSH log-in), so that the wait overlaps the run's own start (opening the state
     /// database, taking the destination's lock, recording the run, making the destination's folders). Returns at
-    /// once; a second call before the listing does nothing. Called before the run, or before its lock is taken;
-    /// `finishRun` cuts and ends what it began if the listing never used it (the run ended first, or waits for
-    /// the lock), and a later `prepare` begins it again.
+    /// once; a second call before the listing does nothing. Called before the run, possibly before its lock is
+    /// taken (a run by hand starts it while the state database opens); `finishRun` cuts and ends what it began if
+    /// the listing never used it (the run ended first, or must wait for the lock), and a later `prepare` begins
+    /// it again.
     func prepare()
 
     /// Opens one connection for one download worker. Called on that worker's own thread; the connection is
