@@ -174,6 +174,9 @@ struct DownloadStage: Sendable {
             if let interrupted { record(interrupted.error, for: downloads[interrupted.index], in: outcome, stopped: progress.isCancelled) }
         }
         var reconnects = 0
+        /// Whether a connection of this worker was lost while other workers were running, and whether this worker
+        /// has since been let to connect again as the last one running (see below).
+        var lostBesideOthers = false, retriedAlone = false
         while !progress.isCancelled, outcome.withLock({ $0.runError == nil }) {
             if connection == nil {
                 if lookFirst, interrupted == nil, pending.isEmpty, queue.endIfIdle() {
@@ -231,11 +234,22 @@ struct DownloadStage: Sendable {
                     connection?.close()
                     connection = nil
                     reconnects += 1
+                    if queue.hasOtherWorkers { lostBesideOthers = true }
                     if reconnects > 1, queue.handOver(index) {
                         // Other workers are still running: the file is theirs to fetch. A server that caps each
                         // user's connections (proftpd's MaxClientsPerUser) lets a session in and then drops it.
                         countedOut = true
                         return
+                    }
+                    if reconnects > 1, lostBesideOthers, !retriedAlone {
+                        // The last one running, though others ran when this worker's sessions were dropped: they
+                        // ended while it held this file (their queue looked empty), and a server that capped the
+                        // user's connections for their sake admits this one now. One more try, alone; without it
+                        // the run failed on such a server now and then, by the order in which workers ended.
+                        retriedAlone = true
+                        reconnects = 1
+                        interrupted = (index, sourceError)
+                        continue
                     }
                     if reconnects > 1 {
                         record(sourceError, for: download, in: outcome)
@@ -440,6 +454,9 @@ final class JobQueue: Sendable {
             return true
         }
     }
+
+    /// Whether a worker besides the caller is running.
+    var hasOtherWorkers: Bool { state.withLock { $0.running > 1 } }
 
     /// Gives `file` to the other workers and counts this one out, when another is still running (which will
     /// ask `nextOrEnd` again before it ends); false, with nothing changed, for the last one.
