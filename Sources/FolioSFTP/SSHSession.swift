@@ -342,6 +342,9 @@ final class SSHSession {
         do {
             let started = try SFTPPipe(session: session, socket: socket)
             startedPipe = started
+            // Folio's own channel speaks SFTP too: once it started (an SFTP-only account's listing does, first),
+            // a session that then cannot start SFTP was dropped, not refused a subsystem the server lacks.
+            endpoint.subsystemFaults.noteStarted()
             return started
         } catch {
             if error.isChannelClosed { endpoint.subsystemFaults.noteEnded(error) }
