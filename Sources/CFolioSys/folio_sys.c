@@ -32,21 +32,6 @@ const char *folio_load_library(const char *soname, const struct folio_symbol *sy
     return NULL;
 }
 
-static int saved_argc;
-static char **saved_argv;
-
-/// glibc calls each initialiser of the program with the process's argc, argv and environment (other C libraries
-/// call it with none, and this keeps 0 and NULL).
-__attribute__((constructor)) static void folio_save_arguments(int argc, char **argv, char **envp) {
-    (void)envp;
-    saved_argc = argc;
-    saved_argv = argv;
-}
-
-int folio_saved_argc(void) { return saved_argc; }
-
-char **folio_saved_argv(void) { return saved_argv; }
-
 int folio_reserve_descriptor_table(int highest) {
     struct rlimit limit;
     if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && (rlim_t)highest >= limit.rlim_cur) {

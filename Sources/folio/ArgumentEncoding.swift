@@ -13,8 +13,8 @@ enum ArgumentEncoding {
 
     /// The line refusing the first argument or path variable that is not UTF-8, or nil when all are.
     static func refusal() -> String? {
-        for index in 1..<max(1, ProcessArguments.count) {
-            guard let argument = ProcessArguments.cString(at: index), String(validatingCString: argument) == nil else { continue }
+        for index in 1..<Int(CommandLine.argc) {
+            guard let argument = CommandLine.unsafeArgv[index], String(validatingCString: argument) == nil else { continue }
             return "the argument \"\(shown(argument))\" is not UTF-8 text; \(workaround)"
         }
         for name in pathVariables {

@@ -43,7 +43,7 @@ struct Folio: AsyncParsableCommand {
             Foundation.exit(ExitStatus.usage.rawValue)
         }
         do {
-            let arguments = ProcessArguments.afterProgramName
+            let arguments = Array(CommandLine.arguments.dropFirst())
             // The lines that run targets take the fast way when they can (see FastCommandLine for why).
             if let request = FastCommandLine.request(for: arguments) {
                 try await request.run()

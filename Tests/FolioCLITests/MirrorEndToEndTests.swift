@@ -1204,31 +1204,6 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst")), "nothing left behind", file: file, line: line)
     }
 
-    /// Where /proc is not mounted (a chroot, a bare container), Swift's `CommandLine` is empty, and every command
-    /// line, `folio --version` included, crashed. Folio runs there, says a usage error in its line, and mirrors
-    /// with links followed (the copies' checks go by `realpath` instead of /proc).
-    func testFolioRunsWhereProcIsNotMounted() throws {
-        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare") else {
-            throw XCTSkip("hiding /proc needs root and unshare")
-        }
-        let withoutProc = ["/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", "umount -l /proc && exec \"$@\"", "sh"]
-        let version = FolioBinary.run(["--version"], environment: environment, launcher: withoutProc)
-        XCTAssertEqual(version.status, 0, version.stderr)
-        XCTAssertTrue(version.stdout.hasPrefix("folio "), version.stdout)
-        let mistyped = FolioBinary.run(["mirror", work.path("src"), work.path("dst"), "--bogus"], environment: environment, launcher: withoutProc)
-        XCTAssertEqual(mistyped.status, 2)
-        XCTAssertEqual(mistyped.stderrLines, ["folio: Unknown option '--bogus'; see folio mirror --help"])
-
-        FixtureTree.write(work.path("src"), "real/a.txt", "alpha\n", mtime: (1_600_000_000, 0))
-        XCTAssertEqual(symlink("real", work.path("src/link")), 0)
-        let outcome = FolioBinary.run(["mirror", "--symlinks", "follow", work.path("src"), work.path("dst")], environment: environment, launcher: withoutProc)
-        XCTAssertEqual(outcome.status, 0, outcome.stderr)
-        for path in ["real/a.txt", "link/a.txt"] {
-            XCTAssertEqual(FixtureTree.read(work.path("dst/" + path)), Array("alpha\n".utf8), path)
-            XCTAssertEqual(FixtureTree.mtime(work.path("dst/" + path)), 1_600_000_000 * 1_000_000_000, path)
-        }
-    }
-
     /// A run waiting for the lock of a folder whose holder then takes it away (a failed first run) does not keep
     /// a lock on the unlinked file, which would exclude no one: it takes the new lock file, and mirrors.
     func testARunWaitingForAFolderThatItsMakerTakesAwayLocksTheNewOne() throws {

@@ -115,11 +115,6 @@ int folio_open_file_beneath(int dirfd, const char *path);
 /// with one thread grows it at no cost, and the table never shrinks.
 int folio_reserve_descriptor_table(int highest);
 
-/// The command line as the process started with it (0 and NULL where the C library does not hand it to
-/// initialisers). Why: Swift's `CommandLine` reads /proc/self/cmdline on Linux, and is empty without /proc.
-int folio_saved_argc(void);
-char **folio_saved_argv(void);
-
 /// Has the spawned program start with every descriptor from `from` up closed (glibc 2.34).
 static inline int folio_spawn_close_from(posix_spawn_file_actions_t *actions, int from) {
     return posix_spawn_file_actions_addclosefrom_np(actions, from);
