@@ -22,6 +22,13 @@ struct Folio: AsyncParsableCommand {
     /// Parses and runs a command, mapping every error to one line on standard error and a documented exit code
     /// (usage and configuration mistakes are 2, not argument-parser's 64).
     static func main() async {
+        // Before anything else: without /proc (a chroot or container that did not mount it) Swift's `CommandLine` is
+        // empty, and libdispatch, which runs Folio's threads, reads /proc/self/task to watch its thread pool and
+        // stops the process (SIGILL) when it cannot, at a random moment of a run. One line instead, and nothing done.
+        if access("/proc/self/task", F_OK) != 0 {
+            FileDescriptorOutput.writeToStandardError("folio: /proc is not mounted here, and folio needs it (Swift reads the command line there, and its thread pool watches itself there); mount it (mount -t proc proc /proc) or run folio where it is\n")
+            Foundation.exit(ExitStatus.runFailed.rawValue)
+        }
         // First, before any listing: big arrays must go back to the system when freed (see the shim for why).
         _ = folio_return_large_blocks_to_system()
         // Before any thread starts too: an arena is given to a thread at its first allocation.

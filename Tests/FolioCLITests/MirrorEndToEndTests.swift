@@ -1204,6 +1204,24 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst")), "nothing left behind", file: file, line: line)
     }
 
+    /// Where /proc is not mounted (a chroot, a bare container), Swift's `CommandLine` is empty (every command line
+    /// crashed on it) and libdispatch's thread pool stops the process when it looks there, at a random moment of a
+    /// run. Folio says so in one line, exit 1, before it does anything.
+    func testWhereProcIsNotMountedFolioSaysSoInOneLine() throws {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare") else {
+            throw XCTSkip("hiding /proc needs root and unshare")
+        }
+        FixtureTree.write(work.path("src"), "a.txt", "alpha\n")
+        let withoutProc = ["/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", "umount -l /proc && exec \"$@\"", "sh"]
+        for arguments in [["--version"], ["mirror", work.path("src"), work.path("dst")]] {
+            let outcome = FolioBinary.run(arguments, environment: environment, launcher: withoutProc)
+            XCTAssertEqual(outcome.status, 1, "\(arguments): \(outcome.stderr)")
+            XCTAssertEqual(outcome.stderrLines, ["folio: /proc is not mounted here, and folio needs it (Swift reads the command line there, and its thread pool watches itself there); mount it (mount -t proc proc /proc) or run folio where it is"], "\(arguments)")
+            XCTAssertEqual(outcome.stdout, "")
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work.path("dst")), "nothing made")
+    }
+
     /// A run waiting for the lock of a folder whose holder then takes it away (a failed first run) does not keep
     /// a lock on the unlinked file, which would exclude no one: it takes the new lock file, and mirrors.
     func testARunWaitingForAFolderThatItsMakerTakesAwayLocksTheNewOne() throws {
