@@ -7,9 +7,6 @@ public struct LocalSource: Source {
     /// The source folder's path, without a trailing `/` (except for `/` itself).
     public let rootPath: String
     private let symlinks: ListingOptions.SymlinkPolicy
-    /// Where the process's open files are named (`/proc/self/fd`); tests point it at a folder that does not exist
-    /// to run the copies as they go where /proc is not mounted.
-    var openFilesFolder = "/proc/self/fd"
 
     /// A source at `rootPath`. `symlinks` lets downloads open a file through a symbolic link; the listing follows
     /// `ListingOptions.symlinks`.
@@ -60,7 +57,7 @@ public struct LocalSource: Source {
     public func makeConnection() throws -> any SourceConnection {
         let fd = open(rootPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw Self.rootError(rootPath, errno: errno) }
-        return LocalConnection(rootFD: fd, rootPath: rootPath, followLinks: symlinks == .follow, openFilesFolder: openFilesFolder)
+        return LocalConnection(rootFD: fd, rootPath: rootPath, followLinks: symlinks == .follow)
     }
 
     static func rootError(_ root: String, errno code: Int32) -> SourceError {
@@ -87,8 +84,6 @@ final class LocalConnection: SourceConnection {
     /// The read/write copy's buffer, made at its first use and kept for the worker's later files; owned by this
     /// connection (one worker thread) and freed in `close`.
     private var buffer: UnsafeMutableRawBufferPointer?
-    /// `/proc/self/fd`, or where `LocalSource.openFilesFolder` says.
-    private let openFilesFolder: String
 
     /// Below this size, and where no reflink is possible, a file is copied with read/write. Why: elsewhere (ext4)
     /// `copy_file_range` is a splice through a pipe, with more setup per file than the copy of a few KB costs.
@@ -96,11 +91,10 @@ final class LocalConnection: SourceConnection {
     /// system CPU 5.4-5.7 s against 5.7-6.0 s.
     static let kernelCopyFrom: Int64 = 1 << 20
 
-    init(rootFD: Int32, rootPath: String, followLinks: Bool, openFilesFolder: String) {
+    init(rootFD: Int32, rootPath: String, followLinks: Bool) {
         self.rootFD = rootFD
         self.rootPath = rootPath
         self.followLinks = followLinks
-        self.openFilesFolder = openFilesFolder
         realRoot = followLinks ? rootPath.withCString { TreeWalker.realPath($0) } : nil
         mayReflink = FileSystemType(of: rootFD).sharesBlocksOnCopy
     }
@@ -173,70 +167,36 @@ final class LocalConnection: SourceConnection {
         let named = path.withCString { folio_openat_path(rootFD, $0) }
         guard named >= 0 else { throw fileError(path, errno: errno, doing: "open") }
         defer { Glibc.close(named) }
-        var info = stat()
-        guard fstat(named, &info) == 0 else { throw fileError(path, errno: errno, doing: "stat") }
-        let viaProc = realPath(of: named)
-        if let realRoot, let real = try viaProc ?? realPathWithoutProc(path, identity: info), !PathText.isWithin(real, realRoot) {
+        // Why /proc can be relied on: Folio refuses to run without it (`Folio.main`).
+        if let realRoot, let real = Self.realPath(of: named), !PathText.isWithin(real, realRoot) {
             throw SourceError(.changed, "\(rootPath)/\(path) now leads outside the source, to \(real), through a link made since the listing; not copied", path: path)
         }
-        guard (info.st_mode & S_IFMT) == S_IFREG else { throw notRegular(path) }
-        if viaProc != nil {
-            let fd = folio_open("\(openFilesFolder)/\(named)", O_RDONLY | O_NONBLOCK)
-            guard fd >= 0 else { throw fileError(path, errno: errno, doing: "open") }
-            return fd
-        }
-        // No /proc: opened again by its path, and held to be the file just checked. What takes its place in the
-        // moment between is opened before that check finds it (O_NONBLOCK: a FIFO's open does not wait), the one
-        // window /proc closes.
-        let fd = path.withCString { folio_openat(rootFD, $0, O_RDONLY | O_NONBLOCK) }
+        _ = try checkedRegular(named, path, closing: false)
+        let fd = folio_open("/proc/self/fd/\(named)", O_RDONLY | O_NONBLOCK)
         guard fd >= 0 else { throw fileError(path, errno: errno, doing: "open") }
-        var opened = stat()
-        guard fstat(fd, &opened) == 0, opened.st_dev == info.st_dev, opened.st_ino == info.st_ino else {
-            Glibc.close(fd)
-            throw changedWhileOpening(path)
-        }
         return fd
     }
 
-    /// Where `path` really is, found by `realpath` (which needs no /proc), if it is still the file `identity` says.
-    private func realPathWithoutProc(_ path: RelativePath, identity: stat) throws -> String? {
-        let full = Array(rootPath.utf8) + [UInt8(ascii: "/")] + path.bytes + [0]
-        guard let resolved = full.withUnsafeBufferPointer({ $0.withMemoryRebound(to: CChar.self) { realpath($0.baseAddress!, nil) } }) else {
-            return nil
-        }
-        defer { free(resolved) }
-        var info = stat()
-        guard stat(resolved, &info) == 0, info.st_dev == identity.st_dev, info.st_ino == identity.st_ino else { throw changedWhileOpening(path) }
-        return String(cString: resolved)
-    }
-
-    private func changedWhileOpening(_ path: RelativePath) -> SourceError {
-        SourceError(.changed, "\(rootPath)/\(path) changed on the source while it was being opened; it will be fetched next run", path: path)
-    }
-
-    private func notRegular(_ path: RelativePath) -> SourceError {
-        SourceError(.changed, "\(rootPath)/\(path) is no longer a regular file (a folder, FIFO, socket or device took its place since the listing); not copied", path: path)
-    }
-
-    /// `fd` when it is a regular file (else it is closed and the error says what took the file's place).
-    private func checkedRegular(_ fd: Int32, _ path: RelativePath) throws -> Int32 {
+    /// `fd` when it is a regular file; else the error says what took the file's place (and `fd` is closed, when
+    /// `closing`).
+    private func checkedRegular(_ fd: Int32, _ path: RelativePath, closing: Bool = true) throws -> Int32 {
         var info = stat()
         guard fstat(fd, &info) == 0 else {
             let code = errno
-            Glibc.close(fd)
+            if closing { Glibc.close(fd) }
             throw fileError(path, errno: code, doing: "stat")
         }
         guard (info.st_mode & S_IFMT) == S_IFREG else {
-            Glibc.close(fd)
-            throw notRegular(path)
+            if closing { Glibc.close(fd) }
+            throw SourceError(.changed, "\(rootPath)/\(path) is no longer a regular file (a folder, FIFO, socket or device took its place since the listing); not copied", path: path)
         }
         return fd
     }
 
-    /// The path the kernel holds for an open file; nil where /proc is not mounted.
-    private func realPath(of fd: Int32) -> String? {
+    /// The path the kernel holds for an open file.
+    private static func realPath(of fd: Int32) -> String? {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = readlink("\(openFilesFolder)/\(fd)", &buffer, buffer.count - 1)
+        let count = readlink("/proc/self/fd/\(fd)", &buffer, buffer.count - 1)
         guard count > 0 else { return nil }
         return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }

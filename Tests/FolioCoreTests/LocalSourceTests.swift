@@ -43,10 +43,8 @@ final class LocalSourceTests: XCTestCase {
         FixtureTree.write(outside.path, "secret.txt", "not yours", mtime: mtime)
         FixtureTree.write(served.path, "z/secret.txt", "mine, same", mtime: mtime)
         FixtureTree.write(served.path, "pipe", "a file", mtime: mtime)
-        // `follow` twice: the second time as where /proc is not mounted (the checks go by `realpath` instead).
-        for (policy, openFiles) in [(.skip, "/proc/self/fd"), (.follow, "/proc/self/fd"), (.follow, "/no-proc/self/fd")] as [(ListingOptions.SymlinkPolicy, String)] {
-            var source = LocalSource(rootPath: served.path, symlinks: policy)
-            source.openFilesFolder = openFiles
+        for policy in ListingOptions.SymlinkPolicy.allCases {
+            let source = LocalSource(rootPath: served.path, symlinks: policy)
             let snapshot = try await source.snapshot(options: ListingOptions(symlinks: policy))
             XCTAssertEqual(rename(served.path("z"), served.path("z.orig")), 0)
             XCTAssertEqual(symlink(outside.path, served.path("z")), 0)
@@ -76,45 +74,42 @@ final class LocalSourceTests: XCTestCase {
 
     /// Under `follow`, a link swapped in after the listing that leads outside the source to a FIFO is refused
     /// before anything opens the FIFO: a writer waiting on it is not let through (an open for reading would have
-    /// released it, as an open of a device would have had its effect). With /proc and as without it.
+    /// released it, as an open of a device would have had its effect).
     func testALinkSwappedInToAFIFOOutsideTheSourceIsRefusedWithoutOpeningIt() async throws {
-        for openFiles in ["/proc/self/fd", "/no-proc/self/fd"] {
-            let served = TemporaryDirectory("local-fifo")
-            let outside = TemporaryDirectory("local-fifo-outside")
-            let scratch = TemporaryDirectory("local-fifo-out")
-            FixtureTree.write(served.path, "song.flac", "listed", mtime: (1_650_000_000, 0))
-            XCTAssertEqual(mkfifo(outside.path("fifo"), 0o644), 0)
-            var source = LocalSource(rootPath: served.path, symlinks: .follow)
-            source.openFilesFolder = openFiles
-            let snapshot = try await source.snapshot(options: ListingOptions(symlinks: .follow))
-            XCTAssertEqual(unlink(served.path("song.flac")), 0)
-            XCTAssertEqual(symlink(outside.path("fifo"), served.path("song.flac")), 0)
+        let served = TemporaryDirectory("local-fifo")
+        let outside = TemporaryDirectory("local-fifo-outside")
+        let scratch = TemporaryDirectory("local-fifo-out")
+        FixtureTree.write(served.path, "song.flac", "listed", mtime: (1_650_000_000, 0))
+        XCTAssertEqual(mkfifo(outside.path("fifo"), 0o644), 0)
+        let source = LocalSource(rootPath: served.path, symlinks: .follow)
+        let snapshot = try await source.snapshot(options: ListingOptions(symlinks: .follow))
+        XCTAssertEqual(unlink(served.path("song.flac")), 0)
+        XCTAssertEqual(symlink(outside.path("fifo"), served.path("song.flac")), 0)
 
-            let writerThrough = DispatchSemaphore(value: 0)
-            let fifo = outside.path("fifo")
-            Thread {
-                // Blocks until a reader opens the FIFO.
-                let fd = open(fifo, O_WRONLY)
-                if fd >= 0 { close(fd) }
-                writerThrough.signal()
-            }.start()
-            // Until the writer waits in the FIFO's open: else a copy that opened the FIFO could go unnoticed.
-            let deadline = Date().addingTimeInterval(10)
-            while Date() < deadline, !Self.aThreadWaitsInAFIFOsOpen() { usleep(5_000) }
-            XCTAssertTrue(Self.aThreadWaitsInAFIFOsOpen(), "the writer never came to wait on the FIFO")
-            let connection = try source.makeConnection()
-            let entry = try XCTUnwrap(snapshot.entry(at: try RelativePath(validating: "song.flac")))
-            XCTAssertThrowsError(try SourceConformance.download(entry, with: connection, into: scratch.path("song"), from: 0), openFiles) { error in
-                XCTAssertEqual((error as? SourceError)?.message,
-                               "\(served.path)/song.flac now leads outside the source, to \(PathText.real(outside.path))/fifo, through a link made since the listing; not copied")
-            }
-            connection.close()
-            XCTAssertEqual(writerThrough.wait(timeout: .now() + 0.5), .timedOut, "\(openFiles): the FIFO was opened for reading, which let its writer through")
-            // Lets the writer go.
-            let reader = open(fifo, O_RDONLY | O_NONBLOCK)
-            XCTAssertEqual(writerThrough.wait(timeout: .now() + 10), .success)
-            close(reader)
+        let writerThrough = DispatchSemaphore(value: 0)
+        let fifo = outside.path("fifo")
+        Thread {
+            // Blocks until a reader opens the FIFO.
+            let fd = open(fifo, O_WRONLY)
+            if fd >= 0 { close(fd) }
+            writerThrough.signal()
+        }.start()
+        // Until the writer waits in the FIFO's open: else a copy that opened the FIFO could go unnoticed.
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, !Self.aThreadWaitsInAFIFOsOpen() { usleep(5_000) }
+        XCTAssertTrue(Self.aThreadWaitsInAFIFOsOpen(), "the writer never came to wait on the FIFO")
+        let connection = try source.makeConnection()
+        let entry = try XCTUnwrap(snapshot.entry(at: try RelativePath(validating: "song.flac")))
+        XCTAssertThrowsError(try SourceConformance.download(entry, with: connection, into: scratch.path("song"), from: 0)) { error in
+            XCTAssertEqual((error as? SourceError)?.message,
+                           "\(served.path)/song.flac now leads outside the source, to \(PathText.real(outside.path))/fifo, through a link made since the listing; not copied")
         }
+        connection.close()
+        XCTAssertEqual(writerThrough.wait(timeout: .now() + 0.5), .timedOut, "the FIFO was opened for reading, which let its writer through")
+        // Lets the writer go.
+        let reader = open(fifo, O_RDONLY | O_NONBLOCK)
+        XCTAssertEqual(writerThrough.wait(timeout: .now() + 10), .success)
+        close(reader)
     }
 
     /// Whether a thread of this process waits in the open of a FIFO for the other end (the kernel's wait channel).
