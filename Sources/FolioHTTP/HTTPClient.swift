@@ -18,6 +18,8 @@ final class HTTPClient: Sendable {
     /// measures the link and not the set-up before it (a TLS handshake alone took 2-2.6 ms over loopback here,
     /// and on a LAN each of its round trips and TCP's would count again).
     let roundTrips = RoundTripGauge()
+    /// Handles with live connections that the listing is done with, for the downloads to take.
+    let idleHandles = IdleHandles()
     private let baseSettings: CurlSettings
     /// Why a Mutex: the auth scheme is learnt from the first challenge answered by whichever thread sees it,
     /// then read by all (Basic becomes pre-emptive, saving a round trip per request).

@@ -1,6 +1,7 @@
 import FolioCore
 
-/// One download worker's connection: a `CurlEasy` reused for every file, so the connection stays alive.
+/// One download worker's connection: a `CurlEasy` reused for every file, so the connection stays alive (one the
+/// listing left open, when there is one: `IdleHandles`).
 ///
 /// A download GETs into the partial file; a resumed one (or a retry after a dropped connection) asks for the
 /// rest with `Range` and `If-Range` (the ETag, else the listed time), so a file that changed meanwhile comes
@@ -11,20 +12,25 @@ import FolioCore
 /// no usable pipelining, so parallel requests are the only way not to pay one round trip per file per worker.
 final class HTTPConnection: SourceConnection {
     private let client: HTTPClient
-    private let easy: CurlEasy
+    /// The handle for files fetched one at a time, taken at the first: a worker that fetches only batches never
+    /// holds one, and leaves the listing's connections to the workers that do. Why batches take none: a handle
+    /// added to a multi handle (`CurlMulti`) loses the connections it kept, which libcurl closes.
+    private var single: CurlEasy?
     /// The batch's transfers and their live connections, kept from one batch to the next.
     private var multi: CurlMulti?
     private var batchHandles: [CurlEasy] = []
 
     init(client: HTTPClient) throws {
         self.client = client
-        easy = try CurlEasy()
+        // What taking a handle would throw (libcurl not loaded), said here, where the worker gives up on it.
+        try CurlEasy.initialize()
     }
 
     func download(_ entry: Entry, into sink: DownloadSink, from offset: Int64) throws {
         let url = client.urls.url(for: entry.path, folder: false)
         var skip: Int64 = 0  // bytes of a whole (200) response that the sink already holds
         var answered: ContinuousClock.Instant?  // when the body began: the transfer, not a wait the server asked for
+        let easy = try singleHandle()
         let response = try client.send(with: easy, cancelled: { sink.isCancelled }, makeRequest: {
             // Fewer, larger writes for a big file.
             var request = CurlEasy.Request(method: "GET", url: url, bodyLimit: 64 << 10, receiveBuffer: 256 << 10)
@@ -103,12 +109,19 @@ final class HTTPConnection: SourceConnection {
         }
     }
 
+    private func singleHandle() throws -> CurlEasy {
+        if let single { return single }
+        let handle = try client.idleHandles.take() ?? CurlEasy()
+        single = handle
+        return handle
+    }
+
     /// How long a download takes before its version is asked again at its end (see `download`).
     static let recheckAfter = Duration.seconds(1)
 
     /// Asks the server, with a HEAD, whether `entry` is still the version listed; throws `.changed` if not.
     private func recheck(_ entry: Entry, url: String, cancelled: @escaping () -> Bool) throws {
-        let head = try client.send(with: easy, cancelled: cancelled, makeRequest: { CurlEasy.Request(method: "HEAD", url: url) })
+        let head = try client.send(with: try singleHandle(), cancelled: cancelled, makeRequest: { CurlEasy.Request(method: "HEAD", url: url) })
         if head.status == 404 || head.status == 410 {
             throw SourceError(.changed, "\(url) disappeared from the server while it was being copied; it will be fetched next run if it comes back", path: entry.path)
         }

@@ -195,7 +195,13 @@ public struct HTTPSource: Source {
     /// The quickest request so far (see `HTTPClient.roundTrips`).
     public var roundTrip: Duration? { client.roundTrips.fastest }
 
-    /// Opens one download worker's connection (a curl handle kept alive for its files).
+    /// Closes the connections the listing left for downloads that did not take them, off the cooperative pool.
+    public func finishRun() async {
+        await Blocking.run { [client] in client.idleHandles.closeAll() }
+    }
+
+    /// Opens one download worker's connection (a curl handle kept alive for its files), the listing's when one
+    /// is left.
     public func makeConnection() throws -> any SourceConnection {
         try HTTPConnection(client: client)
     }

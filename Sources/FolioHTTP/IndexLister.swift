@@ -21,7 +21,7 @@ struct IndexLister: Sendable {
 
     /// Lists the whole tree.
     func snapshot(workers: ListingWalk.Workers) async throws -> SnapshotBuilder {
-        try await ListingWalk.run(workers: workers, root: .folder(.root), known: known) { job, easy, walk, paths in
+        try await ListingWalk.run(workers: workers, root: .folder(.root), known: known, handles: client.idleHandles) { job, easy, walk, paths in
             switch job {
             case .folder(let folder): try list(folder, easy: easy, walk: walk, paths: &paths)
             case .head(let file): try head(file, easy: easy, walk: walk)

@@ -114,18 +114,23 @@ final class ListingWalk: @unchecked Sendable {
     private var stopped = false
     private let workers: Workers
     private let work: Work
+    /// Where each worker takes its handle from, and leaves it at the end with its connection alive.
+    private let handles: IdleHandles
     private let group = DispatchGroup()
     /// Workers started so far.
     private var started = 0
 
-    private init(workers: Workers, work: @escaping Work) {
+    private init(workers: Workers, handles: IdleHandles, work: @escaping Work) {
         self.workers = workers
+        self.handles = handles
         self.work = work
     }
 
     /// Lists from `root` with `workers`, and lists `known` folders ahead; returns everything the jobs added.
-    static func run(workers: Workers, root: Job, known: [RelativePath] = [], work: @escaping Work) async throws -> SnapshotBuilder {
-        let walk = ListingWalk(workers: workers, work: work)
+    /// Workers take their handles from `handles` when it has some, and leave them there at the end.
+    static func run(workers: Workers, root: Job, known: [RelativePath] = [], handles: IdleHandles,
+                    work: @escaping Work) async throws -> SnapshotBuilder {
+        let walk = ListingWalk(workers: workers, handles: handles, work: work)
         // Why without the lock: no worker has started yet, and starting one (below, under the lock) publishes these.
         walk.jobs = [root]
         // Popped from the end: reversed, the known folders go in their listed order (a parent before its children).
@@ -238,11 +243,13 @@ final class ListingWalk: @unchecked Sendable {
     private func workerLoop() {
         let easy: CurlEasy
         do {
-            easy = try CurlEasy()
+            easy = try handles.take() ?? CurlEasy()
         } catch {
             stop(error)
             return
         }
+        // Left for the downloads, connection and all, once this worker is done (see `IdleHandles`).
+        defer { handles.put(easy) }
         // Why one arena per worker, for the whole walk: a folder's listing holds a few dozen paths, and one block
         // each would leave most of it empty; one allocation per path cost 5 MB more at 100,000 files.
         var paths = PathArena()

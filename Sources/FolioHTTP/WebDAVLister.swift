@@ -57,7 +57,8 @@ struct WebDAVLister: Sendable {
         let refused = InfinityAnswer(refused: infinityRefused)
         // Why only a walk that is `Depth: 1` from the start lists ahead: an infinity answer would make every
         // folder listed ahead a wasted request.
-        let builder = try await ListingWalk.run(workers: workers, root: .folder(.root), known: infinityRefused ? known : []) { job, easy, walk, paths in
+        let builder = try await ListingWalk.run(workers: workers, root: .folder(.root), known: infinityRefused ? known : [],
+                                                 handles: client.idleHandles) { job, easy, walk, paths in
             switch job {
             case .folder(let folder): try list(folder, easy: easy, walk: walk, paths: &paths, rootDepthOne: rootDepthOne, refused: refused)
             case .rootDepthOne: rootDepthOne.runIfWaiting { try propfind(.root, depth: "1", easy: easy, walk: walk) ?? [] }

@@ -65,6 +65,19 @@ final class HTTPConformanceTests: XCTestCase {
         XCTAssertGreaterThan(Set(propfinds.compactMap { $0.split(separator: " ").last }).count, ListingOptions().parallelism)
     }
 
+    /// The listing leaves its connections open for the downloads to take (`IdleHandles`), and `finishRun`
+    /// closes those left: a source the daemon keeps between runs holds no connection to its server meanwhile.
+    func testTheListingsConnectionsStayOpenUntilTheRunFinishes() async throws {
+        let server = try NginxServer()
+        for index in 0..<6 { FixtureTree.write(server.servedRoot, "kept/folder \(index)/f.txt", "x\n") }
+        let source = try self.source(server.url("dav", "kept/"))
+        let snapshot = try await source.snapshot(options: ListingOptions())
+        XCTAssertEqual(snapshot.entries.count, 12)
+        XCTAssertGreaterThan(OpenConnections.count(toPort: server.port), 0, "the listing closed its connections")
+        await source.finishRun()
+        XCTAssertEqual(OpenConnections.count(toPort: server.port), 0, "a connection outlived the run")
+    }
+
     /// A memo that calls the server plain, for a server that now speaks WebDAV and shows no index pages: the
     /// index page's 403 at the root sends the listing to the probe, which lists the tree, and the new memo no
     /// longer calls the server plain.

@@ -257,6 +257,30 @@ final class HTTPMirrorCLITests: XCTestCase {
         XCTAssertLessThanOrEqual(Set(plainGets.compactMap { $0.split(separator: " ").last }).count, 16, "\(plainGets)")
     }
 
+    /// Files fetched one at a time go over the connections the listing opened, not new ones: with one download
+    /// worker, every GET arrives on a connection a PROPFIND came on, and the mirror is exact.
+    func testDownloadsGoOverTheListingsConnections() throws {
+        let server = try NginxServer()
+        var expected: [String: [UInt8]] = [:]
+        for index in 0..<3 {
+            let name = "reuse/folder \(index)/big \(index).bin"
+            let content = FixtureTree.bytes(count: (300 << 10) + index, seed: UInt64(index))
+            FixtureTree.write(server.servedRoot, name, content)
+            expected[name] = content
+        }
+        let scratch = TemporaryDirectory("cli-reuse")
+        let outcome = mirror(server.url("dav", "reuse/"), scratch, ["--transfers", "1"])
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        for (name, content) in expected {
+            XCTAssertEqual(FixtureTree.read(scratch.path("dest/" + name.dropFirst("reuse/".count))), content, name)
+        }
+        let connection = { (line: String) in line.split(separator: " ").last.map(String.init) }
+        let listing = Set(server.requests(containing: "PROPFIND /dav/reuse/").compactMap(connection))
+        let gets = server.requests(containing: "GET /dav/reuse/")
+        XCTAssertEqual(gets.count, expected.count, "\(gets)")
+        XCTAssertTrue(Set(gets.compactMap(connection)).isSubset(of: listing), "a download opened a connection of its own: \(gets), listing on \(listing)")
+    }
+
     /// One entity tag, however the server writes it: bare in the listing and quoted in the header (wsgidav), or
     /// weak while the file is new and strong after (Apache). The bare one failed every file on every run; the
     /// weak one fetched the same version again at the next run.

@@ -14,7 +14,7 @@ final class ListingWalkTests: XCTestCase {
         let handles = Mutex<Set<ObjectIdentifier>>([])
         let folders = try (0..<24).map { try RelativePath(validating: "folder \($0)") }
         let workers = ListingWalk.Workers(most: 16, near: 4, roundTrip: { roundTrip })
-        _ = try await ListingWalk.run(workers: workers, root: .folder(.root)) { job, easy, walk, _ in
+        _ = try await ListingWalk.run(workers: workers, root: .folder(.root), handles: IdleHandles()) { job, easy, walk, _ in
             handles.withLock { _ = $0.insert(ObjectIdentifier(easy)) }
             if case .folder(let folder) = job, folder.isRoot { folders.forEach { walk.push(.folder($0)) } }
             Thread.sleep(forTimeInterval: 0.002)
@@ -38,6 +38,30 @@ final class ListingWalkTests: XCTestCase {
         XCTAssertGreaterThan(used, 4)
     }
 
+    /// Workers take their handles from the pool they are given before making new ones, and leave every handle
+    /// there at the end, its connection with it, for the downloads.
+    func testWorkersTakeHandlesFromThePoolAndLeaveThemThere() async throws {
+        let pool = IdleHandles()
+        let given = Set(try (0..<2).map { _ in
+            let handle = try CurlEasy()
+            pool.put(handle)
+            return ObjectIdentifier(handle)
+        })
+        let used = Mutex<Set<ObjectIdentifier>>([])
+        let folders = try (0..<24).map { try RelativePath(validating: "folder \($0)") }
+        _ = try await ListingWalk.run(workers: ListingWalk.Workers(most: 4, near: 4, roundTrip: { nil }), root: .folder(.root),
+                                      handles: pool) { job, easy, walk, _ in
+            used.withLock { _ = $0.insert(ObjectIdentifier(easy)) }
+            if case .folder(let folder) = job, folder.isRoot { folders.forEach { walk.push(.folder($0)) } }
+            Thread.sleep(forTimeInterval: 0.002)
+        }
+        let usedHandles = used.withLock { $0 }
+        XCTAssertTrue(given.isSubset(of: usedHandles), "a worker made a handle while the pool had one")
+        var left = Set<ObjectIdentifier>()
+        while let handle = pool.take() { left.insert(ObjectIdentifier(handle)) }
+        XCTAssertEqual(left, usedHandles, "a worker's handle was not left in the pool")
+    }
+
     // MARK: Folders listed ahead
 
     /// A tree for the walk: each folder's children, a trailing "/" marking a subfolder.
@@ -53,7 +77,8 @@ final class ListingWalkTests: XCTestCase {
         let listed = Mutex<[String: Int]>([:])
         let knownPaths = try known.map { try RelativePath(validating: $0) }
         let builder = try await ListingWalk.run(workers: ListingWalk.Workers(most: workers, near: workers, roundTrip: { nil }),
-                                                root: .folder(.root), known: knownPaths) { job, _, walk, _ in
+                                                root: .folder(.root), known: knownPaths,
+                                                handles: IdleHandles()) { job, _, walk, _ in
             guard case .folder(let folder) = job else { return }
             let name = folder.description
             before(name)

@@ -91,14 +91,14 @@ final class SFTPDownloadTests: SFTPTestCase {
         for expected in [RunReport.Result.synced, .unchanged] {
             let report = await engine.run(target, source: source, options: .init(trigger: .manual))
             XCTAssertEqual(report.result, expected, report.error ?? "")
-            XCTAssertEqual(Self.openConnections(to: server.port), 0, "connections still open after a \(expected) run")
+            XCTAssertEqual(OpenConnections.count(toPort: server.port), 0, "connections still open after a \(expected) run")
         }
         XCTAssertEqual(FixtureTree.read(destination.path("a.txt")), Array("alpha\n".utf8))
         // A listing that fails (the folder is gone) closes its sessions before the run returns too.
         let missing = try self.source(server, served.path + "/gone")
         let failed = await engine.run(target, source: missing, options: .init(trigger: .manual))
         XCTAssertEqual(failed.result, .failed)
-        XCTAssertEqual(Self.openConnections(to: server.port), 0, "connections still open after a failed listing")
+        XCTAssertEqual(OpenConnections.count(toPort: server.port), 0, "connections still open after a failed listing")
     }
 
     /// The source times its turns: through a proxy that adds 10 ms to each round trip, its listing alone

@@ -435,7 +435,7 @@ final class SFTPEndToEndTests: XCTestCase {
                       String(decoding: said, as: UTF8.self))
         // Time for a log-in that was left running to finish: none may be open while the run waits.
         usleep(500_000)
-        XCTAssertEqual(Self.establishedConnections(toPort: server.port), 0, "a connection to the server stayed open while the run waited")
+        XCTAssertEqual(OpenConnections.count(toPort: server.port), 0, "a connection to the server stayed open while the run waited")
 
         close(held)
         holding = false
@@ -477,7 +477,7 @@ final class SFTPEndToEndTests: XCTestCase {
         // 300 KiB at 100 KiB/s: about 3 s of the second target, watched throughout.
         var looks = 0
         while running.process.isRunning, Date() < deadline {
-            XCTAssertEqual(Self.establishedConnections(toPort: server.port), 0, "a connection to the busy target's server stayed open")
+            XCTAssertEqual(OpenConnections.count(toPort: server.port), 0, "a connection to the busy target's server stayed open")
             looks += 1
             usleep(100_000)
         }
@@ -487,16 +487,6 @@ final class SFTPEndToEndTests: XCTestCase {
         XCTAssertEqual(running.process.terminationStatus, 1, errors)
         XCTAssertTrue(errors.contains("remote: failed: ") && errors.contains("is being synced by another folio process"), errors)
         XCTAssertEqual(FixtureTree.read(work.path("slow-copy/big.bin")), FixtureTree.bytes(count: 300 << 10, seed: 3))
-    }
-
-    /// The client side of the IPv4 TCP connections to `port` that are open (`ESTABLISHED`), from /proc/net/tcp.
-    private static func establishedConnections(toPort port: Int) -> Int {
-        let table = (try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)) ?? ""
-        return table.split(separator: "\n").dropFirst().filter { line in
-            let fields = line.split(separator: " ")
-            guard fields.count > 3, let remote = fields[2].split(separator: ":").last else { return false }
-            return Int(remote, radix: 16) == port && fields[3] == "01"
-        }.count
     }
 
     /// A state directory that cannot be made fails an SFTP run in its one line and exit 1, as before its log-in

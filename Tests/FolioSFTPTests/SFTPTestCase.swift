@@ -70,20 +70,6 @@ class SFTPTestCase: XCTestCase {
         }
     }
 
-    /// Open TCP connections to `port` on this machine (the test's sshd, whose only client is this test), from
-    /// the kernel's table (read to its end: a
-    /// `/proc` file reports no size, and a single read returns only its first page).
-    static func openConnections(to port: Int) -> Int {
-        guard let file = FileHandle(forReadingAtPath: "/proc/net/tcp") else { return -1 }
-        defer { try? file.close() }
-        let table = String(decoding: file.readDataToEndOfFile(), as: UTF8.self)
-        let remote = String(format: "0100007F:%04X", port)
-        return table.split(separator: "\n").dropFirst().filter { line in
-            let fields = line.split(separator: " ")
-            return fields.count > 3 && fields[2] == remote && fields[3] == "01"  // 01: ESTABLISHED
-        }.count
-    }
-
     /// Fetches `entries` in one batch on a worker queue, as the engine does. Returns, per entry path, the bytes of
     /// the files marked complete (nil for the others).
     func fetchBatch(_ source: SFTPSource, _ entries: [Entry]) async throws -> [String: [UInt8]?] {
