@@ -90,8 +90,13 @@ public struct SyncEngine: Sendable {
         }
         // Said with the stop: "0 B" alone read as if a large file's megabytes so far were lost.
         if report.result == .interrupted { report.bytesInPartialFiles = max(0, progress.bytesDone - report.bytes) }
-        await source.finishRun()
-        return finish(report, runID: runID, started: started, digest: digest, memo: memo, hooked: !target.onChange.isEmpty)
+        // Why beside the record, not before it: what the source closes (a listing's idle connections, the SSH
+        // sessions it kept) is a few milliseconds that neither the record nor the summary waits for; the run
+        // still returns only once it is closed.
+        async let closed: Void = source.finishRun()
+        let finished = finish(report, runID: runID, started: started, digest: digest, memo: memo, hooked: !target.onChange.isEmpty)
+        await closed
+        return finished
     }
 
     /// Records the run's end; without `hooked` (the target has an `on-change` hook), the paths kept for a hook of
