@@ -244,6 +244,19 @@ final class StateDatabaseTests: XCTestCase {
         XCTAssertEqual(try database.queue.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM run") }, 80)
     }
 
+    /// A new database is made unflushed, and left as one opened again is: in WAL mode, its file's header saying
+    /// so (bytes 18 and 19 are 2), with unflushed commits (synchronous = NORMAL), not without flushes at all.
+    func testANewDatabaseIsLeftInWALModeWithNormalFlushes() throws {
+        let folder = TemporaryDirectory("state")
+        for opening in ["made", "opened again"] {
+            let database = try StateDatabase(directory: folder.path)
+            XCTAssertEqual(try database.queue.read { try Int.fetchOne($0, sql: "PRAGMA synchronous") }, 1, "NORMAL when \(opening)")
+            XCTAssertEqual(try database.queue.read { try String.fetchOne($0, sql: "PRAGMA journal_mode") }, "wal", opening)
+            let header = try XCTUnwrap(FileManager.default.contents(atPath: folder.path("state.sqlite")))
+            XCTAssertEqual(Array(header.prefix(20).suffix(2)), [2, 2], "the file's header does not say WAL when \(opening)")
+        }
+    }
+
     /// The end of a run that changed files is committed flushed (synchronous = FULL); the connection then goes
     /// back to unflushed commits, so a later no-change run (with little in the log) flushes nothing.
     func testAChangingRunEndsFlushedAndLaterCommitsAreNot() throws {
