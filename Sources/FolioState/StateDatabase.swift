@@ -86,9 +86,9 @@ public final class StateDatabase: StateStore, Sendable {
     private static func flushNew(_ queue: DatabaseQueue, path: String) throws {
         try queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw StateError("cannot open state database \(path) to flush it: \(String(cString: strerror(errno)))") }
+        guard descriptor >= 0 else { throw StateError("cannot open state database \(path) to flush it: \(String(cString: strerror(errno))); check the disk it is on") }
         defer { close(descriptor) }
-        guard fdatasync(descriptor) == 0 else { throw StateError("cannot flush state database \(path): \(String(cString: strerror(errno)))") }
+        guard fdatasync(descriptor) == 0 else { throw StateError("cannot flush state database \(path): \(String(cString: strerror(errno))); check the disk it is on") }
     }
 
     static let migrator: DatabaseMigrator = {
