@@ -59,6 +59,9 @@ CURLcode folio_curl_setopt_xferinfo_cb(CURL *handle, folio_curl_xferinfo_cb valu
 CURLcode folio_curl_getinfo_off_t(CURL *handle, CURLINFO info, curl_off_t *value) {
     return loaded_curl_easy_getinfo(handle, info, value);
 }
+CURLcode folio_curl_getinfo_socket(CURL *handle, CURLINFO info, curl_socket_t *value) {
+    return loaded_curl_easy_getinfo(handle, info, value);
+}
 CURLcode folio_curl_setopt_blob(CURL *handle, CURLoption option, const void *data, size_t length) {
     struct curl_blob blob = {(void *)data, length, CURL_BLOB_COPY};
     return loaded_curl_easy_setopt(handle, option, &blob);

@@ -157,6 +157,13 @@ final class CurlEasy {
         }
     }
 
+    /// Whether the handle keeps a connection from its last request (`CURLINFO_ACTIVESOCKET`): false for a handle
+    /// that has sent none, or whose connection libcurl closed (a failed transfer, `Connection: close`).
+    var keepsConnection: Bool {
+        var socket: curl_socket_t = -1
+        return folio_curl_getinfo_socket(handle, CURLINFO_ACTIVESOCKET, &socket) == CURLE_OK && socket >= 0
+    }
+
     /// The last transfer's `Response.turn`: the first byte's time less the time the request was ready to go.
     private func turn() -> Duration? {
         var ready: curl_off_t = 0

@@ -13,8 +13,9 @@ import FolioCore
 final class HTTPConnection: SourceConnection {
     private let client: HTTPClient
     /// The handle for files fetched one at a time, taken at the first: a worker that fetches only batches never
-    /// holds one, and leaves the listing's connections to the workers that do. Why batches take none: a handle
-    /// added to a multi handle (`CurlMulti`) loses the connections it kept, which libcurl closes.
+    /// holds one. A batch takes the listing's handles too, though a handle added to a multi handle (`CurlMulti`)
+    /// loses the connection it kept (libcurl closes it): each connection the batch opens then replaces an idle
+    /// one, so the server never sees more connections at once than the listing's and the downloads' own.
     private var single: CurlEasy?
     /// The batch's transfers and their live connections, kept from one batch to the next.
     private var multi: CurlMulti?
@@ -165,7 +166,7 @@ final class HTTPConnection: SourceConnection {
                     if inFlight.isEmpty { starting = false }  // cancelled
                     break
                 }
-                let handle = try batchHandles.popLast() ?? CurlEasy()
+                let handle = try batchHandles.popLast() ?? client.idleHandles.take() ?? CurlEasy()
                 do {
                     try start(batch, index: next, on: handle, in: multi)
                 } catch {

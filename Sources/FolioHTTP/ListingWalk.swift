@@ -248,8 +248,10 @@ final class ListingWalk: @unchecked Sendable {
             stop(error)
             return
         }
-        // Left for the downloads, connection and all, once this worker is done (see `IdleHandles`).
-        defer { handles.put(easy) }
+        // Left for the downloads, connection and all, once this worker is done (see `IdleHandles`). Why only with
+        // one: a worker that found no job sent no request, and its handle, taken by a download, would connect anew
+        // while the listing's live connections waited below it.
+        defer { if easy.keepsConnection { handles.put(easy) } }
         // Why one arena per worker, for the whole walk: a folder's listing holds a few dozen paths, and one block
         // each would leave most of it empty; one allocation per path cost 5 MB more at 100,000 files.
         var paths = PathArena()

@@ -30,19 +30,23 @@ public final class StateDatabase: StateStore, Sendable {
         if let code = Self.makeDirectories(directory) {
             throw StateError("cannot create the state directory \(directory): \(String(cString: strerror(code))); set state-dir or FOLIO_STATE_DIR to a writable folder")
         }
-        path = directory + "/state.sqlite"
+        let path = directory + "/state.sqlite"
+        self.path = path
         // Why a new file is made unflushed: making it flushed six times (the switch to WAL is a rollback-journal
         // transaction with three flushes and its folder's, the log's first write two more), about 5 ms of a first
-        // run's start, on the way to its first request. Unflushed, its file is flushed once when made (`flushNew`),
-        // and its tables reach the disk with the log's first flush, as every commit of a run does (`finishRun`):
-        // a power cut before that loses them with the run's record, as it would lose the record alone before,
-        // and the next run makes them again.
+        // run's start, on the way to its first request. Unflushed, its file is flushed once, right after the
+        // switch (`flushMainFile`), and its tables reach the disk with the log's first flush, as every commit of a
+        // run does (`finishRun`): a power cut before that loses them with the run's record, as it would lose the
+        // record alone before, and the next run makes them again.
         let making = access(path, F_OK) != 0
         var configuration = Configuration()
         configuration.busyMode = .timeout(Double(Self.busyTimeoutMilliseconds) / 1000)  // the daemon and a manual run may write at once
         configuration.prepareDatabase { db in
             try db.execute(sql: making ? "PRAGMA synchronous = OFF" : "PRAGMA synchronous = NORMAL")
             try db.execute(sql: "PRAGMA journal_mode = WAL")
+            // Why at once, before the migrations write to the log: a run that stops before they end (killed, or
+            // beaten to them by another process making the same database) must not leave this unflushed.
+            if making { try Self.flushMainFile(path) }
             // Why a 1 MB page cache (SQLite's default is 2 MB): the record is read once per run, front to back,
             // and written in path order, so a bigger cache holds pages that are never read again; the file's
             // pages stay in the kernel's cache anyway. It was 1 MB of an incremental run's peak at 100,000 files.
@@ -72,7 +76,8 @@ public final class StateDatabase: StateStore, Sendable {
                 throw StateError("state database \(path) was written by a newer version of Folio; upgrade folio, or set state-dir to another folder")
             }
             try Self.migrator.migrate(queue)
-            if making { try Self.flushNew(queue, path: path) }
+            // Ends the unflushed making: the tables are made.
+            if making { try queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") } }
         } catch let error as StateError {
             throw error
         } catch {
@@ -80,11 +85,10 @@ public final class StateDatabase: StateStore, Sendable {
         }
     }
 
-    /// Ends a new database's unflushed making: back to `synchronous = NORMAL`, and its file flushed, which holds
-    /// the header that says WAL. Why that one: were it lost (a file of 0 bytes after a power cut), SQLite would take
-    /// the database for empty and delete the log beside it, with the record the runs since then flushed into it.
-    private static func flushNew(_ queue: DatabaseQueue, path: String) throws {
-        try queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+    /// Flushes a new database's file, which holds the header that says WAL, written unflushed. Why: were it lost (a
+    /// file of 0 bytes after a power cut), SQLite would take the database for empty and delete the log beside it,
+    /// with the record the runs since then flushed into it.
+    private static func flushMainFile(_ path: String) throws {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw StateError("cannot open state database \(path) to flush it: \(String(cString: strerror(errno))); check the disk it is on") }
         defer { close(descriptor) }

@@ -34,8 +34,8 @@ struct RunCoordinator {
     private func runTargets(_ targets: [TargetConfig], stopper: SignalStopper) async -> ExitStatus {
         let directory = stateDirectory
         async let opening = Blocking.run { Result { () throws(StateError) in try StateDatabase(directory: directory) } }
-        // Why while the state database opens: opening it takes milliseconds (making it, on a first run: six
-        // flushes and its tables) in which the first targets' SSH log-ins, six round trips or more, are on their
+        // Why while the state database opens: opening it takes milliseconds (making it, on a first run: its
+        // tables and a flush) in which the first targets' SSH log-ins, six round trips or more, are on their
         // way (`Source.prepare`). The lock is taken later, once the database can tell a drive that is not mounted.
         let ahead = await Self.makeSources(for: targets.prefix(max(1, parallelTargets)))
         let database: StateDatabase

@@ -66,7 +66,8 @@ final class HTTPConformanceTests: XCTestCase {
     }
 
     /// The listing leaves its connections open for the downloads to take (`IdleHandles`), and `finishRun`
-    /// closes those left: a source the daemon keeps between runs holds no connection to its server meanwhile.
+    /// closes those left, on a thread of its own: else they would close at the source's last release, on
+    /// whatever thread that is, even while the process exits.
     func testTheListingsConnectionsStayOpenUntilTheRunFinishes() async throws {
         let server = try NginxServer()
         for index in 0..<6 { FixtureTree.write(server.servedRoot, "kept/folder \(index)/f.txt", "x\n") }

@@ -31,6 +31,8 @@ CURLcode folio_curl_setopt_blob(CURL *handle, CURLoption option, const void *dat
 /* curl_easy_getinfo is variadic too: this one reads the options whose value is a curl_off_t (the *_TIME_T
    timings, in microseconds). */
 CURLcode folio_curl_getinfo_off_t(CURL *handle, CURLINFO info, curl_off_t *value);
+/* And this one the options whose value is a socket (CURLINFO_ACTIVESOCKET). */
+CURLcode folio_curl_getinfo_socket(CURL *handle, CURLINFO info, curl_socket_t *value);
 
 /* The CURLAUTH_* masks are cast expressions Swift does not import. */
 static const unsigned long folio_curlauth_basic = CURLAUTH_BASIC;
