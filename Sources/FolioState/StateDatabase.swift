@@ -559,6 +559,8 @@ public final class StateDatabase: StateStore, Sendable {
     }
 
     private static func describe(_ error: Error, path: String) -> StateError {
+        // Folio's own line (from `prepareDatabase`, through GRDB), which names the database already.
+        if let error = error as? StateError { return error }
         if let error = error as? DatabaseError {
             switch error.resultCode {
             case .SQLITE_NOTADB, .SQLITE_CORRUPT:
