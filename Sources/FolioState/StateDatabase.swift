@@ -72,10 +72,12 @@ public final class StateDatabase: StateStore, Sendable {
             throw Self.describe(error, path: path)
         }
         do {
-            if try queue.read({ try Self.migrator.hasBeenSuperseded($0) }) {
-                throw StateError("state database \(path) was written by a newer version of Folio; upgrade folio, or set state-dir to another folder")
+            try Self.migratingAlone(in: directory) {
+                if try queue.read({ try Self.migrator.hasBeenSuperseded($0) }) {
+                    throw StateError("state database \(path) was written by a newer version of Folio; upgrade folio, or set state-dir to another folder")
+                }
+                try Self.migrator.migrate(queue)
             }
-            try Self.migrator.migrate(queue)
             // Ends the unflushed making: the tables are made.
             if making { try queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") } }
         } catch let error as StateError {
@@ -83,6 +85,23 @@ public final class StateDatabase: StateStore, Sendable {
         } catch {
             throw Self.describe(error, path: path)
         }
+    }
+
+    /// Runs `body` holding an exclusive `flock` on `state.sqlite-migrating` beside the database: one process at a
+    /// time reads which migrations are applied and runs the others. Why: GRDB reads them before it runs them, each
+    /// in a transaction of its own, so two processes making the database at once (the daemon's first start and a
+    /// run by hand, two timers' runs) both ran the first, and one failed in SQLite's words ("table target already
+    /// exists": 3 pairs of runs in 12 here). The lock costs an open and a `flock` on every open of the database. Where the file cannot be made (a folder this user cannot write, where migrating fails
+    /// anyway and says why), `body` runs without it. The file stays: removing it would let a process that opened it
+    /// before the removal lock a file no other process sees.
+    private static func migratingAlone(in directory: String, _ body: () throws -> Void) throws {
+        let descriptor = open(directory + "/state.sqlite-migrating", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return try body() }
+        // Closing the descriptor lets the lock go.
+        defer { close(descriptor) }
+        // Blocking (the other process's migrations take milliseconds): StateDatabase is opened off the cooperative pool.
+        while flock(descriptor, LOCK_EX) != 0, errno == EINTR {}
+        try body()
     }
 
     /// Flushes a new database's file, which holds the header that says WAL, written unflushed. Why: were it lost (a

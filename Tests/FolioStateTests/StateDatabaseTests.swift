@@ -3,6 +3,7 @@ import FolioCore
 import FolioTestSupport
 import Foundation
 import GRDB
+import Synchronization
 import XCTest
 
 final class StateDatabaseTests: XCTestCase {
@@ -242,6 +243,25 @@ final class StateDatabaseTests: XCTestCase {
         let database = try StateDatabase(directory: folder.path)
         XCTAssertEqual(try database.sourceDigest(of: "t0"), 78)
         XCTAssertEqual(try database.queue.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM run") }, 80)
+    }
+
+    /// Processes that open a state folder at once, before it holds a database (the daemon's first start and a run
+    /// by hand), all open it: one makes it, the others wait for its migrations instead of running them too and
+    /// failing in SQLite's words ("table target already exists"). Four openers at once, 20 times.
+    func testOpenersOfANewStateFolderAtOnceAllOpenIt() throws {
+        for round in 0..<20 {
+            let folder = TemporaryDirectory("state-race")
+            let failures = Mutex<[String]>([])
+            DispatchQueue.concurrentPerform(iterations: 4) { _ in
+                do {
+                    let database = try StateDatabase(directory: folder.path)
+                    _ = try database.lastRuns()
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
+                }
+            }
+            XCTAssertEqual(failures.withLock { $0 }, [], "round \(round)")
+        }
     }
 
     /// A new database is made unflushed, and left as one opened again is: in WAL mode, its file's header saying
