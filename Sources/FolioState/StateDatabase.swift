@@ -91,15 +91,17 @@ public final class StateDatabase: StateStore, Sendable {
     /// time reads which migrations are applied and runs the others. Why: GRDB reads them before it runs them, each
     /// in a transaction of its own, so two processes making the database at once (the daemon's first start and a
     /// run by hand, two timers' runs) both ran the first, and one failed in SQLite's words ("table target already
-    /// exists": 3 pairs of runs in 12 here). The lock costs an open and a `flock` on every open of the database. Where the file cannot be made (a folder this user cannot write, where migrating fails
-    /// anyway and says why), `body` runs without it. The file stays: removing it would let a process that opened it
-    /// before the removal lock a file no other process sees.
+    /// exists": 3 pairs of runs in 12 here). The lock costs an open and a `flock` on every opening of the database.
+    /// Where the file cannot be made (a folder this user cannot write, where migrating fails anyway and says why),
+    /// `body` runs without it. The file stays: removing it would let a process that opened it before the removal
+    /// lock a file no other process sees.
     private static func migratingAlone(in directory: String, _ body: () throws -> Void) throws {
         let descriptor = open(directory + "/state.sqlite-migrating", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { return try body() }
         // Closing the descriptor lets the lock go.
         defer { close(descriptor) }
-        // Blocking (the other process's migrations take milliseconds): StateDatabase is opened off the cooperative pool.
+        // Blocking, for the other process's migrations (milliseconds): the database is opened off the cooperative
+        // pool (`Blocking.run`, or `folio status` on the main thread).
         while flock(descriptor, LOCK_EX) != 0, errno == EINTR {}
         try body()
     }
