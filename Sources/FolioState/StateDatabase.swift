@@ -32,6 +32,17 @@ public final class StateDatabase: StateStore, Sendable {
         }
         let path = directory + "/state.sqlite"
         self.path = path
+        do {
+            queue = try Self.openingAlone(in: directory) { try Self.openAndMigrate(path) }
+        } catch let error as StateError {
+            throw error
+        } catch {
+            throw Self.describe(error, path: path)
+        }
+    }
+
+    /// Opens the database at `path`, making it if needed, and brings its tables up to this version's.
+    private static func openAndMigrate(_ path: String) throws -> DatabaseQueue {
         // Why a new file is made unflushed: making it flushed six times (the switch to WAL is a rollback-journal
         // transaction with three flushes and its folder's, the log's first write two more), about 5 ms of a first
         // run's start, on the way to its first request. Unflushed, its file is flushed once, right after the
@@ -44,8 +55,8 @@ public final class StateDatabase: StateStore, Sendable {
         configuration.prepareDatabase { db in
             try db.execute(sql: making ? "PRAGMA synchronous = OFF" : "PRAGMA synchronous = NORMAL")
             try db.execute(sql: "PRAGMA journal_mode = WAL")
-            // Why at once, before the migrations write to the log: a run that stops before they end (killed, or
-            // beaten to them by another process making the same database) must not leave this unflushed.
+            // Why at once, before the migrations write to the log: a run that stops before they end (killed, say)
+            // must not leave this unflushed.
             if making { try Self.flushMainFile(path) }
             // Why a 1 MB page cache (SQLite's default is 2 MB): the record is read once per run, front to back,
             // and written in path order, so a bigger cache holds pages that are never read again; the file's
@@ -65,45 +76,36 @@ public final class StateDatabase: StateStore, Sendable {
             let code = folio_sqlite3_keep_wal_on_close(db.sqliteConnection)
             guard code == SQLITE_OK else { throw DatabaseError(resultCode: ResultCode(rawValue: code)) }
         }
-        do {
-            queue = try DatabaseQueue(path: path, configuration: configuration)
-            try queue.read { db in _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") }
-        } catch {
-            throw Self.describe(error, path: path)
+        let queue = try DatabaseQueue(path: path, configuration: configuration)
+        try queue.read { db in _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") }
+        if try queue.read({ try Self.migrator.hasBeenSuperseded($0) }) {
+            throw StateError("state database \(path) was written by a newer version of Folio; upgrade folio, or set state-dir to another folder")
         }
-        do {
-            try Self.migratingAlone(in: directory) {
-                if try queue.read({ try Self.migrator.hasBeenSuperseded($0) }) {
-                    throw StateError("state database \(path) was written by a newer version of Folio; upgrade folio, or set state-dir to another folder")
-                }
-                try Self.migrator.migrate(queue)
-            }
-            // Ends the unflushed making: the tables are made.
-            if making { try queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") } }
-        } catch let error as StateError {
-            throw error
-        } catch {
-            throw Self.describe(error, path: path)
-        }
+        try Self.migrator.migrate(queue)
+        // Ends the unflushed making: the tables are made.
+        if making { try queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") } }
+        return queue
     }
 
-    /// Runs `body` holding an exclusive `flock` on `state.sqlite-migrating` beside the database: one process at a
-    /// time reads which migrations are applied and runs the others. Why: GRDB reads them before it runs them, each
-    /// in a transaction of its own, so two processes making the database at once (the daemon's first start and a
-    /// run by hand, two timers' runs) both ran the first, and one failed in SQLite's words ("table target already
-    /// exists": 3 pairs of runs in 12 here). The lock costs an open and a `flock` on every opening of the database.
-    /// Where the file cannot be made (a folder this user cannot write, where migrating fails anyway and says why),
-    /// `body` runs without it. The file stays: removing it would let a process that opened it before the removal
-    /// lock a file no other process sees.
-    private static func migratingAlone(in directory: String, _ body: () throws -> Void) throws {
-        let descriptor = open(directory + "/state.sqlite-migrating", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+    /// Runs `body` holding an exclusive `flock` on `state.sqlite-lock` beside the database: one process at a time
+    /// opens it, makes it if it is not there, and brings its tables up to date. Why: two processes making the
+    /// database at once (the daemon's first start and a run by hand, two timers' runs) both ran the first migration
+    /// (GRDB reads which are applied before running them, each in a transaction of its own), and one failed in
+    /// SQLite's words ("table target already exists": 3 pairs of runs in 12 here); with the migrations alone under
+    /// the lock, a switch to WAL met another still under way and failed at once ("stayed locked", 3 rounds in 20 of
+    /// the test). The lock costs an open and a `flock` at every opening, and is let go once the database is open.
+    /// Where the file cannot be made (a folder this user cannot write, where making the database fails anyway and
+    /// says why), `body` runs without it. The file stays: removing it would let a process that opened it before the
+    /// removal lock a file no other process sees.
+    private static func openingAlone<T>(in directory: String, _ body: () throws -> T) throws -> T {
+        let descriptor = open(directory + "/state.sqlite-lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { return try body() }
         // Closing the descriptor lets the lock go.
         defer { close(descriptor) }
-        // Blocking, for the other process's migrations (milliseconds): the database is opened off the cooperative
-        // pool (`Blocking.run`, or `folio status` on the main thread).
+        // Blocking, for another process's opening (milliseconds): the database is opened off the cooperative pool
+        // (`Blocking.run`, or `folio status` on the main thread).
         while flock(descriptor, LOCK_EX) != 0, errno == EINTR {}
-        try body()
+        return try body()
     }
 
     /// Flushes a new database's file, which holds the header that says WAL, written unflushed. Why: were it lost (a
