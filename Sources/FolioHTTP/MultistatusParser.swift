@@ -31,8 +31,21 @@ struct MultistatusParser {
         if first == utf8.startIndex, utf8.index(after: last) == utf8.endIndex { return text }
         return String(text[first...last])
     }
-    /// The code of a status line (`HTTP/1.1 200 OK` → `200`).
-    private static func code(of status: String) -> Substring? { status.split(separator: " ").dropFirst().first }
+    /// The code of a status line (`HTTP/1.1 200 OK` → `200`): its second word. Why not `split`: it made an
+    /// array of the words twice for every entry of a listing.
+    static func code(of status: String) -> Substring? {
+        let utf8 = status.utf8
+        var index = utf8.startIndex
+        func skip(spaces: Bool) {
+            while index != utf8.endIndex, (utf8[index] == UInt8(ascii: " ")) == spaces { utf8.formIndex(after: &index) }
+        }
+        skip(spaces: true)
+        skip(spaces: false)  // the protocol's version
+        skip(spaces: true)
+        let start = index
+        skip(spaces: false)
+        return start == index ? nil : status[start..<index]
+    }
 
     private var responses: [Response] = []
     private var current: Response?

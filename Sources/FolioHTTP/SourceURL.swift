@@ -100,7 +100,7 @@ struct SourceURL: Sendable {
             guard name != [UInt8(ascii: ".")], name != [UInt8(ascii: "."), UInt8(ascii: ".")] else { throw .traversal }
             names.append(name)
         }
-        guard names.count >= rootNames.count, Array(names[..<rootNames.count]) == rootNames else { throw .outsideRoot }
+        guard names.count >= rootNames.count, names[..<rootNames.count].elementsEqual(rootNames) else { throw .outsideRoot }
         return Array(names[rootNames.count...])
     }
 

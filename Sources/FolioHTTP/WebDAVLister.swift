@@ -169,7 +169,7 @@ struct WebDAVLister: Sendable {
                 }
                 continue
             }
-            guard names.count > folderNames.count, Array(names[..<folderNames.count]) == folderNames,
+            guard names.count > folderNames.count, names[..<folderNames.count].elementsEqual(folderNames),
                   infinite || names.count == folderNames.count + 1 else {
                 throw SourceError(.protocolViolation, "PROPFIND \(url) listed href \"\(RelativePath.display(response.href.utf8))\", which is not inside the folder; refused this folder's listing", path: folder)
             }

@@ -1,3 +1,5 @@
+import Glibc
+
 /// A strict reader of the XML that WebDAV servers send (RFC 4918 multistatus bodies): elements with their
 /// namespace, text, CDATA sections; comments, processing instructions and the XML declaration are skipped.
 ///
@@ -37,8 +39,14 @@ struct XMLScanner {
     /// prefix: one list of them all, searched for each element, took time in the square of the depth of a body
     /// that declares one at every level (40,000 levels: 100 s).
     private var bindings: [[UInt8]: [String]] = [:]
-    /// The open elements, innermost last: the qualified name as written and the prefixes it declared.
-    private var open: [(name: [UInt8], declared: [[UInt8]])] = []
+    /// The last prefix `resolve` looked up and the URI it had, until a declaration comes or goes. Why: a
+    /// multistatus declares its one prefix on the root and uses it on every element; the lookup hashed a new array
+    /// for each, two per element with the end tag's, a sixth of a WebDAV listing's CPU with the rest of the tag's
+    /// reading.
+    private var lastLookup: (prefix: [UInt8], uri: String?)?
+    /// The open elements, innermost last: where the qualified name is in the body, the namespace and local name
+    /// it resolved to (its end tag has the same), and the prefixes it declared.
+    private var open: [(name: Range<Int>, namespace: String?, local: String, declared: [[UInt8]])] = []
 
     private static let lessThan = UInt8(ascii: "<"), greaterThan = UInt8(ascii: ">"), slash = UInt8(ascii: "/")
     private static let ampersand = UInt8(ascii: "&"), colon = UInt8(ascii: ":"), equals = UInt8(ascii: "=")
@@ -73,32 +81,33 @@ struct XMLScanner {
                 index = end
                 continue
             }
-            if starts(with: "<?", at: index) {
+            // Why by the byte after `<`: most tags are elements' start and end tags, which then cost one test.
+            let next = index + 1 < bytes.count ? bytes[index + 1] : 0
+            if next == UInt8(ascii: "?") {
                 index = try find("?>", from: index + 2) + 2
-            } else if starts(with: "<!--", at: index) {
+            } else if next == UInt8(ascii: "!"), starts(with: "<!--", at: index) {
                 index = try find("-->", from: index + 4) + 3
-            } else if starts(with: "<![CDATA[", at: index) {
+            } else if next == UInt8(ascii: "!"), starts(with: "<![CDATA[", at: index) {
                 guard !open.isEmpty else { throw fail("CDATA outside the root element", at: index) }
                 let end = try find("]]>", from: index + 9)
-                guard let text = String(validating: bytes[(index + 9)..<end], as: UTF8.self) else { throw fail("invalid UTF-8", at: index) }
+                guard let text = Self.string(validating: bytes[(index + 9)..<end]) else { throw fail("invalid UTF-8", at: index) }
                 handle(.text(text))
                 index = end + 3
-            } else if starts(with: "<!", at: index) {
+            } else if next == UInt8(ascii: "!") {
                 var end = index + 2
                 while end < bytes.count, end < index + 16, !Self.isSpace(bytes[end]), bytes[end] != Self.greaterThan { end += 1 }
                 throw Failure(description: "declares a DTD or entity (\(String(decoding: bytes[index..<end], as: UTF8.self))); refused")
-            } else if index + 1 < bytes.count, bytes[index + 1] == Self.slash {
+            } else if next == Self.slash {
                 let nameStart = index + 2
                 var end = nameStart
                 while end < bytes.count, bytes[end] != Self.greaterThan, !Self.isSpace(bytes[end]) { end += 1 }
                 let name = bytes[nameStart..<end]
                 while end < bytes.count, Self.isSpace(bytes[end]) { end += 1 }
                 guard end < bytes.count, bytes[end] == Self.greaterThan else { throw fail("unterminated end tag", at: index) }
-                guard let element = open.popLast(), element.name.elementsEqual(name) else {
+                guard let element = open.popLast(), bytes[element.name].elementsEqual(name) else {
                     throw fail("</\(String(decoding: name, as: UTF8.self))> closes no open element", at: index)
                 }
-                let (namespace, local) = try resolve(element.name, at: index)
-                handle(.end(namespace: namespace, name: local))
+                handle(.end(namespace: element.namespace, name: element.local))
                 unbind(element.declared)
                 index = end + 1
             } else {
@@ -107,7 +116,7 @@ struct XMLScanner {
                 index = try readStartTag(bytes, at: index, handle)
             }
         }
-        if let element = open.last { throw fail("the body ends inside <\(String(decoding: element.name, as: UTF8.self))>", at: bytes.count) }
+        if let element = open.last { throw fail("the body ends inside <\(String(decoding: bytes[element.name], as: UTF8.self))>", at: bytes.count) }
         guard sawRoot else { throw fail("no root element", at: bytes.count) }
     }
 
@@ -115,11 +124,11 @@ struct XMLScanner {
     private mutating func readStartTag(_ bytes: UnsafeBufferPointer<UInt8>, at start: Int, _ handle: (Event) -> Void) throws(Failure) -> Int {
         func fail(_ problem: String) -> Failure { .malformed(problem, at: start) }
         var index = start + 1
-        func readName() -> [UInt8] {
+        func readName() -> Range<Int> {
             let nameStart = index
             while index < bytes.count, !Self.isSpace(bytes[index]), bytes[index] != Self.greaterThan,
                   bytes[index] != Self.slash, bytes[index] != Self.equals { index += 1 }
-            return Array(bytes[nameStart..<index])
+            return nameStart..<index
         }
         func skipSpace() { while index < bytes.count, Self.isSpace(bytes[index]) { index += 1 } }
 
@@ -152,29 +161,38 @@ struct XMLScanner {
             guard index < bytes.count else { throw fail("an unterminated attribute value") }
             let value = bytes[valueStart..<index]
             index += 1
-            if attribute.elementsEqual("xmlns".utf8) || attribute.starts(with: "xmlns:".utf8) {
-                let prefix = Array(attribute.dropFirst(attribute.count == 5 ? 5 : 6))
+            let attributeName = bytes[attribute]
+            if attributeName.elementsEqual("xmlns".utf8) || attributeName.starts(with: "xmlns:".utf8) {
+                let prefix = Array(attributeName.dropFirst(attribute.count == 5 ? 5 : 6))
                 bindings[prefix, default: []].append(try Self.decode(value, at: valueStart))
                 declared.append(prefix)
+                lastLookup = nil
             }
         }
-        let (namespace, local) = try resolve(name, at: start)
+        let (namespace, local) = try resolve(bytes[name], at: start)
         handle(.start(namespace: namespace, name: local))
         if selfClosing {
             handle(.end(namespace: namespace, name: local))
             unbind(declared)
         } else {
-            open.append((name: name, declared: declared))
+            open.append((name: name, namespace: namespace, local: local, declared: declared))
         }
         return index
     }
 
     /// The namespace URI and local name of a qualified name, by the declarations in scope (innermost wins).
-    private func resolve(_ qualified: [UInt8], at offset: Int) throws(Failure) -> (String?, String) {
+    private mutating func resolve(_ qualified: Slice<UnsafeBufferPointer<UInt8>>, at offset: Int) throws(Failure) -> (String?, String) {
         let colon = qualified.firstIndex(of: Self.colon)
-        let prefix = colon.map { Array(qualified[..<$0]) } ?? []
-        let local = String(decoding: colon.map { qualified[($0 + 1)...] } ?? qualified[...], as: UTF8.self)
-        guard let uri = bindings[prefix]?.last else {
+        let prefix = colon.map { qualified[..<$0] } ?? qualified[qualified.startIndex..<qualified.startIndex]
+        let local = String(decoding: colon.map { qualified[($0 + 1)...] } ?? qualified, as: UTF8.self)
+        let uri: String?
+        if let lastLookup, lastLookup.prefix.elementsEqual(prefix) {
+            uri = lastLookup.uri
+        } else {
+            uri = bindings[Array(prefix)]?.last
+            lastLookup = (Array(prefix), uri)
+        }
+        guard let uri else {
             guard prefix.isEmpty else {
                 throw .malformed("undeclared namespace prefix \(String(decoding: prefix, as: UTF8.self))", at: offset)
             }
@@ -185,6 +203,7 @@ struct XMLScanner {
 
     /// Ends the declarations of an element that closed.
     private mutating func unbind(_ prefixes: [[UInt8]]) {
+        if !prefixes.isEmpty { lastLookup = nil }
         for prefix in prefixes {
             bindings[prefix]?.removeLast()
             if bindings[prefix]?.isEmpty == true { bindings[prefix] = nil }
@@ -194,7 +213,7 @@ struct XMLScanner {
     /// Text or an attribute value with its references replaced; fails on invalid UTF-8 or an unknown entity.
     private static func decode(_ raw: Slice<UnsafeBufferPointer<UInt8>>, at offset: Int) throws(Failure) -> String {
         guard raw.contains(ampersand) else {
-            guard let text = String(validating: raw, as: UTF8.self) else { throw .malformed("invalid UTF-8", at: offset) }
+            guard let text = string(validating: raw) else { throw .malformed("invalid UTF-8", at: offset) }
             return text
         }
         var decoded: [UInt8] = []
@@ -228,6 +247,20 @@ struct XMLScanner {
         }
         guard let text = String(validating: decoded, as: UTF8.self) else { throw .malformed("invalid UTF-8", at: offset) }
         return text
+    }
+
+    /// `bytes` as a string, or nil when they are not valid UTF-8. Why not `String(validating:as:)`: it reaches
+    /// the standard library's check through generic code that is not specialized, which looked up type metadata
+    /// for every text of a listing (a fifth of a multistatus's reading).
+    private static func string(validating bytes: Slice<UnsafeBufferPointer<UInt8>>) -> String? {
+        let buffer = UnsafeBufferPointer(rebasing: bytes)
+        guard let base = buffer.baseAddress, !buffer.isEmpty else { return "" }
+        let text = String(decoding: buffer, as: UTF8.self)
+        // Decoding puts U+FFFD in place of each invalid sequence, so the bytes come back unchanged exactly when
+        // they were valid: an invalid sequence is never EF BF BD itself, the replacement's own bytes.
+        let unchanged = text.utf8.count == buffer.count
+            && text.utf8.withContiguousStorageIfAvailable { $0.baseAddress.map { memcmp($0, base, buffer.count) == 0 } ?? false } ?? text.utf8.elementsEqual(buffer)
+        return unchanged ? text : nil
     }
 
     /// XML white space (the `S` production): space, tab, CR, LF.

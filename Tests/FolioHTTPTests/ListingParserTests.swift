@@ -131,6 +131,14 @@ final class ListingParserTests: XCTestCase {
         XCTAssertEqual(MultistatusParser.trimmingXMLSpace("\u{A0}x\u{A0}"), "\u{A0}x\u{A0}", "a no-break space is text in XML, not white space")
     }
 
+    func testStatusCodeIsTheLinesSecondWord() {
+        XCTAssertEqual(MultistatusParser.code(of: "HTTP/1.1 200 OK"), "200")
+        XCTAssertEqual(MultistatusParser.code(of: "  HTTP/1.1   404  Not Found"), "404")
+        XCTAssertEqual(MultistatusParser.code(of: "HTTP/1.1 207"), "207")
+        XCTAssertNil(MultistatusParser.code(of: "HTTP/1.1 "))
+        XCTAssertNil(MultistatusParser.code(of: ""))
+    }
+
     func testMultistatusKeepsOnlyTheOKPropstat() throws {
         let body = """
             <?xml version="1.0"?><D:multistatus xmlns:D="DAV:" xmlns:lp1="DAV:"><D:response><D:href>/d/a.txt</D:href>
