@@ -87,21 +87,33 @@ struct SourceURL: Sendable {
         }
         guard !path.utf8.contains(UInt8(ascii: "?")), !path.utf8.contains(UInt8(ascii: "#")) else { throw .queryOrFragment }
         let absolute = path.hasPrefix("/")
-        var segments = path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
-        if absolute { segments.removeFirst() }
-        if segments.last?.isEmpty == true { segments.removeLast() }  // a folder's trailing slash
+        let utf8 = path.utf8
         var names: [[UInt8]] = absolute ? [] : (base ?? rootNames)
-        for segment in segments {
-            guard !segment.isEmpty else { throw .traversal }
+        // The segments between slashes, read in place (a listing reads one href per entry): an empty one is
+        // refused, but for the last, which a folder's trailing slash leaves.
+        var segmentStart = absolute ? utf8.index(after: utf8.startIndex) : utf8.startIndex
+        while true {
+            let segmentEnd = utf8[segmentStart...].firstIndex(of: UInt8(ascii: "/")) ?? utf8.endIndex
+            let isLast = segmentEnd == utf8.endIndex
+            let segment = utf8[segmentStart..<segmentEnd]
+            if segment.isEmpty {
+                if isLast { break }
+                throw .traversal
+            }
             guard let name = Self.decode(segment) else { throw .badEscape }
             // Why dropping `.` keeps the href inside the folder: it names the folder it is in, so the names so far
             // stand; `..` would climb out of it, and stays refused.
-            if !absolute, name == [UInt8(ascii: ".")] { continue }
-            guard name != [UInt8(ascii: ".")], name != [UInt8(ascii: "."), UInt8(ascii: ".")] else { throw .traversal }
-            names.append(name)
+            let dropped = !absolute && name == [UInt8(ascii: ".")]
+            if !dropped {
+                guard name != [UInt8(ascii: ".")], name != [UInt8(ascii: "."), UInt8(ascii: ".")] else { throw .traversal }
+                names.append(name)
+            }
+            if isLast { break }
+            segmentStart = utf8.index(after: segmentEnd)
         }
         guard names.count >= rootNames.count, names[..<rootNames.count].elementsEqual(rootNames) else { throw .outsideRoot }
-        return Array(names[rootNames.count...])
+        names.removeFirst(rootNames.count)
+        return names
     }
 
     /// Whether a relative href (an index page's link) has the shape of a link to one child of its folder: no

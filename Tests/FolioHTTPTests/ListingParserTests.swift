@@ -92,9 +92,11 @@ final class ListingParserTests: XCTestCase {
         XCTAssertEqual(try urls.names(ofHref: "http://127.0.0.1:8080/files/my%20dir/"), [])
         XCTAssertEqual(try urls.names(ofHref: "c.txt", base: urls.rootNames), [Array("c.txt".utf8)])
         XCTAssertEqual(try urls.names(ofHref: "/files/my%20dir/a:b/c"), [Array("a:b".utf8), Array("c".utf8)], "a colon is not a scheme")
+        XCTAssertEqual(try urls.names(ofHref: "/files/my%20dir"), [], "the root, without its trailing slash")
+        XCTAssertEqual(try urls.names(ofHref: "/files/my%20dir/d/"), [Array("d".utf8)], "a folder's trailing slash")
         let refused: [(String, SourceURL.HrefProblem)] = [
             ("/files/my%20dir/../x", .traversal), ("/files/my%20dir/%2E%2e/x", .traversal), ("/files/my%20dir//x", .traversal),
-            ("/files/my%20dir/a%2Fb", .badEscape), ("/files/my%20dir/a%00b", .badEscape), ("/files/my%20dir/a%zz", .badEscape),
+            ("/files/my%20dir/d//", .traversal), ("/", .outsideRoot), ("/files/my%20dir/a%2Fb", .badEscape), ("/files/my%20dir/a%00b", .badEscape), ("/files/my%20dir/a%zz", .badEscape),
             ("http://127.0.0.1:8081/files/my%20dir/x", .foreignOrigin), ("https://127.0.0.1:8080/files/my%20dir/x", .foreignOrigin),
             ("//evil/x", .foreignOrigin), ("http://user@127.0.0.1:8080/files/my%20dir/x", .foreignOrigin),
             ("/files/other/x", .outsideRoot), ("/files/my%20dir/x?y", .queryOrFragment), ("/files/my%20dir/x#y", .queryOrFragment),
