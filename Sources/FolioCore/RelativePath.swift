@@ -89,7 +89,7 @@ public struct RelativePath: Hashable, Sendable, Comparable, CustomStringConverti
 
     /// `appending(name:in:)` for the names listings hold: an array of bytes, or a share of one. Why these: a
     /// listing in another module called the generic one through its unspecialized entry point, which asked a
-    /// witness table for each byte of each name (a fifth of a 100,000-file WebDAV listing's own work); from
+    /// witness table for each byte of each name (a tenth of a 100,000-file WebDAV listing's CPU); from
     /// here, the compiler specializes it.
     public func appending(name: [UInt8], in arena: inout PathArena) throws(NameError) -> RelativePath {
         try appendingName(name, in: &arena)
