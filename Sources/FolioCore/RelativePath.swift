@@ -75,6 +75,15 @@ public struct RelativePath: Hashable, Sendable, Comparable, CustomStringConverti
 
     /// This path with one more name appended; the name is validated.
     public func appending<Name: Collection>(name: Name) throws(NameError) -> RelativePath where Name.Element == UInt8 {
+        try appendingName(name)
+    }
+
+    /// `appending(name:)` for a name held in an array of bytes, specialized (see `appending(name:in:)`'s).
+    public func appending(name: [UInt8]) throws(NameError) -> RelativePath {
+        try appendingName(name)
+    }
+
+    private func appendingName<Name: Collection>(_ name: Name) throws(NameError) -> RelativePath where Name.Element == UInt8 {
         let total = try joinedLength(name)
         let block = PathBlock.make(capacity: total)
         block.withMutableBytes(count: total) { write(name, into: $0) }

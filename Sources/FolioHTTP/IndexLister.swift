@@ -80,7 +80,7 @@ struct IndexLister: Sendable {
                 }
                 continue
             }
-            guard names.count == folderNames.count + 1, Array(names[..<folderNames.count]) == folderNames else { continue }
+            guard names.count == folderNames.count + 1, names[..<folderNames.count].elementsEqual(folderNames) else { continue }
             childLinks += 1
             let path: RelativePath
             do {

@@ -31,8 +31,9 @@ struct MultistatusParser {
         if first == utf8.startIndex, utf8.index(after: last) == utf8.endIndex { return text }
         return String(text[first...last])
     }
-    /// The code of a status line (`HTTP/1.1 200 OK` → `200`): its second word. Why not `split`: it made an
-    /// array of the words twice for every entry of a listing.
+    /// The code of a status line (`HTTP/1.1 200 OK` → `200`): its second word, words separated by spaces (U+0020
+    /// bytes; a tab is part of a word). Why not `split`: it made an array of the words twice for every entry of a
+    /// listing.
     static func code(of status: String) -> Substring? {
         let utf8 = status.utf8
         var index = utf8.startIndex

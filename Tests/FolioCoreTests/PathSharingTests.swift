@@ -67,6 +67,8 @@ final class PathSharingTests: XCTestCase {
         XCTAssertTrue(first.parent == second.parent && first.parent != folder.parent)
         XCTAssertEqual(first.withBytes { $0.baseAddress! } + first.byteCount, second.withBytes { $0.baseAddress! }, "packed back to back")
         XCTAssertThrowsError(try folder.appending(name: Array("..".utf8), in: &arena))
+        XCTAssertEqual(try folder.appending(name: Array("xab".utf8)[1...], in: &arena).description, "d/ab", "a share of an array, not from its start")
+        XCTAssertThrowsError(try folder.appending(name: Array("x..".utf8)[1...], in: &arena))
         let long = String(repeating: "n", count: 255)
         let deep = try (0..<14).reduce(RelativePath.root) { path, _ in try path.appending(name: Array(long.utf8), in: &arena) }
         XCTAssertEqual(deep.byteCount, 14 * 256 - 1, "a path of more than 1 KiB gets a block of its own")

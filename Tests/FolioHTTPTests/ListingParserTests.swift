@@ -94,9 +94,11 @@ final class ListingParserTests: XCTestCase {
         XCTAssertEqual(try urls.names(ofHref: "/files/my%20dir/a:b/c"), [Array("a:b".utf8), Array("c".utf8)], "a colon is not a scheme")
         XCTAssertEqual(try urls.names(ofHref: "/files/my%20dir"), [], "the root, without its trailing slash")
         XCTAssertEqual(try urls.names(ofHref: "/files/my%20dir/d/"), [Array("d".utf8)], "a folder's trailing slash")
+        XCTAssertEqual(try urls.names(ofHref: "", base: urls.rootNames + [Array("sub".utf8)]), [Array("sub".utf8)], "an empty link is its folder")
         let refused: [(String, SourceURL.HrefProblem)] = [
             ("/files/my%20dir/../x", .traversal), ("/files/my%20dir/%2E%2e/x", .traversal), ("/files/my%20dir//x", .traversal),
-            ("/files/my%20dir/d//", .traversal), ("/", .outsideRoot), ("/files/my%20dir/a%2Fb", .badEscape), ("/files/my%20dir/a%00b", .badEscape), ("/files/my%20dir/a%zz", .badEscape),
+            ("/files/my%20dir/d//", .traversal), ("/", .outsideRoot), ("http://127.0.0.1:8080", .outsideRoot),
+            ("http://127.0.0.1:8080//files/my%20dir/x", .traversal), ("/files/my%20dir/%2e/x", .traversal), ("/files/my%20dir/a%2Fb", .badEscape), ("/files/my%20dir/a%00b", .badEscape), ("/files/my%20dir/a%zz", .badEscape),
             ("http://127.0.0.1:8081/files/my%20dir/x", .foreignOrigin), ("https://127.0.0.1:8080/files/my%20dir/x", .foreignOrigin),
             ("//evil/x", .foreignOrigin), ("http://user@127.0.0.1:8080/files/my%20dir/x", .foreignOrigin),
             ("/files/other/x", .outsideRoot), ("/files/my%20dir/x?y", .queryOrFragment), ("/files/my%20dir/x#y", .queryOrFragment),
@@ -118,6 +120,7 @@ final class ListingParserTests: XCTestCase {
         XCTAssertEqual(try urls.names(ofHref: "./d/", base: base), [Array("sub".utf8), Array("d".utf8)])
         XCTAssertEqual(try urls.names(ofHref: "./", base: base), [Array("sub".utf8)], "the folder itself")
         XCTAssertThrowsError(try urls.names(ofHref: "./../x", base: base)) { XCTAssertEqual("\($0)", "\(SourceURL.HrefProblem.traversal)") }
+        XCTAssertThrowsError(try urls.names(ofHref: "a//b", base: base)) { XCTAssertEqual("\($0)", "\(SourceURL.HrefProblem.traversal)") }
         XCTAssertThrowsError(try urls.names(ofHref: "/files/sub/./x")) { XCTAssertEqual("\($0)", "\(SourceURL.HrefProblem.traversal)") }
         for href in ["a%2Fb.txt", "./a%zz", "d%00/", "%2e%2e/"] { XCTAssertTrue(SourceURL.looksLikeChild(href), href) }
         for href in ["../", "./", "/files/", "http://x/y", "a/b", "?C=N;O=D", "notes.html#usage", "get.php?id=3", "mailto:x@y", "javascript:go()"] {
@@ -137,6 +140,7 @@ final class ListingParserTests: XCTestCase {
         XCTAssertEqual(MultistatusParser.code(of: "HTTP/1.1 200 OK"), "200")
         XCTAssertEqual(MultistatusParser.code(of: "  HTTP/1.1   404  Not Found"), "404")
         XCTAssertEqual(MultistatusParser.code(of: "HTTP/1.1 207"), "207")
+        XCTAssertEqual(MultistatusParser.code(of: "HTTP/1.1\t200 OK"), "OK", "words are separated by spaces only")
         XCTAssertNil(MultistatusParser.code(of: "HTTP/1.1 "))
         XCTAssertNil(MultistatusParser.code(of: ""))
     }
@@ -187,6 +191,13 @@ final class ListingParserTests: XCTestCase {
             .start(namespace: "DAV:", name: "z"), .end(namespace: "DAV:", name: "z"),
             .end(namespace: "DAV:", name: "multistatus"),
         ])
+        XCTAssertEqual(try events(#"<D:a xmlns:D="DAV:"><D:b xmlns:D="urn:x"/></D:a>"#), [
+            .start(namespace: "DAV:", name: "a"), .start(namespace: "urn:x", name: "b"), .end(namespace: "urn:x", name: "b"), .end(namespace: "DAV:", name: "a"),
+        ], "a prefix declared again inside is that one, at once")
+        XCTAssertEqual(try events(#"<a><b xmlns="urn:x"><c/></b><d/></a>"#), [
+            .start(namespace: nil, name: "a"), .start(namespace: "urn:x", name: "b"), .start(namespace: "urn:x", name: "c"), .end(namespace: "urn:x", name: "c"),
+            .end(namespace: "urn:x", name: "b"), .start(namespace: nil, name: "d"), .end(namespace: nil, name: "d"), .end(namespace: nil, name: "a"),
+        ], "a default namespace declared inside, and gone after its element")
         XCTAssertEqual(try events("<a><b xmlns=''/></a>"), [
             .start(namespace: nil, name: "a"), .start(namespace: nil, name: "b"), .end(namespace: nil, name: "b"), .end(namespace: nil, name: "a"),
         ], "no namespace, and an empty default namespace undeclares it")
@@ -235,5 +246,19 @@ final class ListingParserTests: XCTestCase {
         invalid += [0xC3, 0x28]
         invalid += Array("</a>".utf8)
         XCTAssertThrowsError(try XMLScanner.scan(invalid) { _ in }) { XCTAssertEqual("\($0)", "is not well-formed XML (invalid UTF-8 at byte 3)") }
+        // A sequence cut short becomes one U+FFFD of its own length: refused by the bytes, not the count.
+        let truncated: [UInt8] = [0xF0, 0x90, 0x80]
+        for body in [Array("<a>".utf8) + truncated + Array("</a>".utf8), Array("<a><![CDATA[".utf8) + truncated + Array("]]></a>".utf8),
+                     Array("<a>&amp;".utf8) + truncated + Array("</a>".utf8)] {
+            XCTAssertThrowsError(try XMLScanner.scan(body) { _ in }) { XCTAssertEqual("\($0)", "is not well-formed XML (invalid UTF-8 at byte 3)") }
+        }
+        XCTAssertThrowsError(try XMLScanner.scan(Array(#"<a xmlns=""#.utf8) + [0xFF] + Array(#""/>"#.utf8)) { _ in }) {
+            XCTAssertEqual("\($0)", "is not well-formed XML (invalid UTF-8 at byte 10)")
+        }
+        XCTAssertEqual(try events("<a>\u{FFFD}</a>"), [.start(namespace: nil, name: "a"), .text("\u{FFFD}"), .end(namespace: nil, name: "a")], "U+FFFD itself is text")
+        XCTAssertEqual(try events("<a><![CDATA[]]></a>"), [.start(namespace: nil, name: "a"), .text(""), .end(namespace: nil, name: "a")])
+        XCTAssertEqual(try events("<a><?pi x?>t</a>"), [.start(namespace: nil, name: "a"), .text("t"), .end(namespace: nil, name: "a")])
+        XCTAssertEqual(failure("<a>x<"), "is not well-formed XML (an element without a name at byte 4)")
+        XCTAssertEqual(failure("<a/><"), "is not well-formed XML (a second root element at byte 4)")
     }
 }
