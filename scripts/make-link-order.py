@@ -14,14 +14,15 @@ What it does:
      its 1,000-file tree;
   3. runs folio under valgrind's callgrind: a first mirror, a no-change run and an incremental run from a local
      folder, SFTP, SFTP-only and WebDAV; `sync --now` from a configuration; `status`;
-  4. lists every function of folio's own binary that ran, those most runs share first.
+  4. lists every function of folio's own binary that ran: those every kind of run uses first, then grouped by
+     the kinds of run that use them.
 
 A function the compiler put in a section shared with others (`.text` of an object built without
 -function-sections: CoreFoundation, libdispatch, part of the Swift runtime) moves with that whole section, so
 those from shared sections over 16 KiB come last: among the others they would spread the used code apart with
 their sections' unused code; together after it, what a run uses of them is still near. Measured on a 100,000-file
-WebDAV no-change run: left out, 5.4-7.0 MiB of code mapped, depending on where the linker happened to put them;
-last, 6.2. Run it again when the code has changed much; names that are gone are skipped by the linker, so a stale
+WebDAV no-change run: left out, 5.4 MiB of code mapped in one build and 6.6 in another, depending on where the
+linker happened to put them; last, 6.2. Run it again when the code has changed much; names that are gone are skipped by the linker, so a stale
 list costs memory, never correctness.
 """
 import argparse
@@ -79,6 +80,7 @@ def main():
     work = os.path.abspath(args.work)
     os.makedirs(work, exist_ok=True)
     if shutil.which("valgrind") is None:
+        subprocess.run(["apt-get", "update", "-qq"], check=True)
         subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "valgrind"], check=True)
 
     map_path = os.path.join(work, "folio.map")
