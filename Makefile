@@ -19,8 +19,9 @@ build: deps
 ## touches, and a run's 1 MB of code was spread over 10.5 MiB of a 20 MB .text, all of it counted in its memory;
 ## the 2 MB relocation table was read whole at every start. 100,000 files over WebDAV, no change: peak RSS
 ## 51.0 -> 45.2 MiB.
-## A stale order file costs only memory (names it lists that are gone are skipped). Without lld (a toolchain
-## that lacks it) or with a glibc older than 2.36 (no RELR), the build links as Swift does by default.
+## A stale order file costs only memory (names it lists that are gone are skipped). Without ld.lld on PATH
+## (Swift's Linux toolchains ship it beside swift) or with a glibc older than 2.36 (no RELR), the build links as
+## Swift does by default. A binary linked with RELR needs glibc 2.36 where it runs, too (GLIBC_ABI_DT_RELR).
 RELEASE_FLAGS := -c release --static-swift-stdlib --product folio
 HAS_LLD := $(shell command -v ld.lld 2>/dev/null)
 HAS_RELR := $(shell getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ split($$2, v, "."); if (v[1] > 2 || (v[1] == 2 && v[2] >= 36)) print "yes" }')
@@ -30,7 +31,6 @@ RELEASE_FLAGS += -Xswiftc -Xfrontend -Xswiftc -function-sections \
 	-Xlinker --no-warn-symbol-ordering -Xlinker -z -Xlinker pack-relative-relocs
 endif
 ## RELEASE_EXTRA: more flags for one build (scripts/make-link-order.py asks the linker for its map).
-RELEASE_EXTRA ?=
 release: deps
 	@# SwiftPM relinks when an object or a flag changes, not when the order file does.
 	@if [ scripts/link-order.txt -nt .build/release/folio ]; then rm -f .build/release/folio; fi

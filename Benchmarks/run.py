@@ -158,7 +158,7 @@ def build_folio(args):
     if args.folio:
         return os.path.abspath(args.folio)
     if not args.no_build:
-        log("building folio (make release: swift build -c release --static-swift-stdlib)")
+        log("building folio (make release: swift build -c release --static-swift-stdlib, linked as the Makefile says)")
         subprocess.run(["make", "-s", "release"], cwd=REPO, check=True)
     binary = os.path.join(REPO, ".build", "release", "folio")
     if not os.path.exists(binary):

@@ -9,27 +9,30 @@ whole binary: 10.5 MiB of it ended up mapped. Listed first, in their own section
 -function-sections), those functions sit together and a run maps a few MiB.
 
 What it does:
-  1. `make release`, asking lld for its map (which input section holds which function);
+  1. `make release`, asking lld for its map (which input section holds which function, names mangled);
   2. starts the benchmark's servers on 127.0.0.1 (Benchmarks/run.py: sshd, an SFTP-only sshd, nginx WebDAV) and
      its 1,000-file tree;
   3. runs folio under valgrind's callgrind: a first mirror, a no-change run and an incremental run from a local
      folder, SFTP, SFTP-only and WebDAV; `sync --now` from a configuration; `status`;
-  4. lists every function of folio's own binary that ran: those every kind of run uses first, then grouped by
-     the kinds of run that use them.
+  4. lists every function of folio's own binary that ran: those more kinds of run use first, and those the same
+     kinds use together.
 
 A function the compiler put in a section shared with others (`.text` of an object built without
 -function-sections: CoreFoundation, libdispatch, part of the Swift runtime) moves with that whole section, so
 those from shared sections over 16 KiB come last: among the others they would spread the used code apart with
 their sections' unused code; together after it, what a run uses of them is still near. Measured on a 100,000-file
-WebDAV no-change run: left out, 5.4 MiB of code mapped in one build and 6.6 in another, depending on where the
-linker happened to put them; last, 6.2. Run it again when the code has changed much; names that are gone are skipped by the linker, so a stale
-list costs memory, never correctness.
+WebDAV no-change run: left out of the list, 5.5 MiB of code mapped when linked from one build's objects and 6.4
+from another's (the same code), depending on where the linker happened to put those sections; last, 5.6 and 6.2.
+Run it again when the code has changed much; names that are gone are skipped by the linker, so a stale list costs
+memory, never correctness.
 """
 import argparse
 import collections
+import fcntl
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -44,19 +47,26 @@ LARGEST_SHARED_SECTION = 16 * 1024
 
 
 def shared_sections(map_path):
-    """{symbol: size of the plain `.text` section holding it} from an lld map (-Map)."""
+    """{symbol: size of the plain `.text` section holding it} from an lld map (-Map, with --no-demangle).
+
+    lld writes four fixed-width columns (VMA, LMA, size, alignment), then the name indented by what it is: an
+    output section by 0, an input section ("file.o:(.text.name)") by 8, a symbol inside it by 16."""
     holder = {}
     section_size = None
-    line_re = re.compile(r"\s*[0-9a-f]+\s+[0-9a-f]+\s+([0-9a-f]+)\s+(\d+)\s+(\S.*)$")
+    line_re = re.compile(r"[ 0-9a-f]{16} [ 0-9a-f]{16} ([ 0-9a-f]{8}) [ 0-9]{5} ( *)(\S.*)$")
     with open(map_path) as lines:
+        header = lines.readline()
+        if not header.split() == ["VMA", "LMA", "Size", "Align", "Out", "In", "Symbol"]:
+            raise SystemExit(f"make-link-order: {map_path} is not lld's map (the release build did not link with "
+                             "lld: see the Makefile's conditions)")
         for line in lines:
-            match = line_re.match(line)
+            match = line_re.match(line.rstrip("\n"))
             if not match:
                 continue
-            name = match.group(3).strip()
-            if ":(" in name and name.endswith(")"):  # an input section: "file.o:(.text.name)"
+            indent, name = len(match.group(2)), match.group(3)
+            if indent == 8:
                 section_size = int(match.group(1), 16) if name.endswith(":(.text)") else None
-            elif section_size is not None and match.group(2) == "1":  # a symbol inside the section above
+            elif indent == 16 and section_size is not None:
                 holder[name] = section_size
     return holder
 
@@ -69,31 +79,52 @@ def functions_run(callgrind_out, binary_name):
             if line.startswith("ob="):
                 in_binary = line[3:].strip().endswith("/" + binary_name)
             elif line.startswith("fn=") and in_binary:
-                names.add(line[3:].strip().split("'")[0])  # "name'2": callgrind's mark for a recursion level
+                name = line[3:].strip().split("'")[0]  # "name'2": callgrind's mark for a recursion level
+                # Not its stand-ins for code without a symbol ("0x0000…", "(below main)"): no section to move.
+                if not name.startswith(("0x", "(")):
+                    names.add(name)
     return names
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--work", default="/tmp/folio-link-order", help="servers, trees and profiles (default %(default)s)")
+    parser.add_argument("--work", default="/tmp/folio-link-order",
+                        help="servers, trees and profiles (default %(default)s)")
     args = parser.parse_args()
     work = os.path.abspath(args.work)
     os.makedirs(work, exist_ok=True)
+    # One user of the folder at a time, as for run.py: a second would rewrite the servers' keys under the first.
+    lock = open(os.path.join(work, ".lock"), "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise SystemExit(f"make-link-order: another run is using {work}; wait for it or pass --work")
     if shutil.which("valgrind") is None:
-        subprocess.run(["apt-get", "update", "-qq"], check=True)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "valgrind"], check=True)
+        if os.geteuid() != 0:
+            raise SystemExit("make-link-order: valgrind is missing; install it (apt-get install valgrind) "
+                             "or run this as root")
+        apt = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=apt)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "valgrind"], check=True, env=apt)
 
     map_path = os.path.join(work, "folio.map")
     bench.log("building folio (make release, with lld's map)")
-    subprocess.run(["make", "-s", "release", f"RELEASE_EXTRA=-Xlinker -Map={map_path}"], cwd=REPO, check=True)
+    subprocess.run(["make", "-s", "release", f"RELEASE_EXTRA=-Xlinker -Map={map_path} -Xlinker --no-demangle"],
+                   cwd=REPO, check=True)
     # valgrind 3.19 cannot read the DWARF 5 that Swift 6 writes; the symbols are all callgrind needs.
     binary = os.path.join(work, "folio")
-    subprocess.run(["strip", "--strip-debug", "-o", binary, os.path.join(REPO, ".build", "release", "folio")], check=True)
+    subprocess.run(["strip", "--strip-debug", "-o", binary, os.path.join(REPO, ".build", "release", "folio")],
+                   check=True)
 
     tree = bench.Tree(work, "small", 0.05)
     tree.prepare()
     processes = bench.Processes()
     profiles = []
+
+    def interrupted(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    # So that `finally` stops the servers on SIGTERM too, not only on Ctrl-C.
+    signal.signal(signal.SIGTERM, interrupted)
     try:
         servers = bench.Servers(work, processes, os.path.join(work, "src"))
         servers.start_sshd()
@@ -140,18 +171,18 @@ def main():
     finally:
         processes.stop_all()
 
-    # Which kinds of run (a source, `sync`, `status`) use each function. Functions with the same kinds sit
-    # together: a WebDAV run then maps the code every run shares and WebDAV's own, not SFTP's between them.
+    # Which kinds of run (a source, `sync`, `status`) use each function: those more kinds use come first, so
+    # what every run needs is together at the start, and those the same kinds use sit together after it.
     kinds = collections.defaultdict(set)
     for kind, profile in profiles:
         for name in functions_run(profile, os.path.basename(binary)):
             kinds[name].add(kind)
-    shared = shared_sections(map_path)
-    listed = sorted(kinds, key=lambda name: (shared.get(name, 0) > LARGEST_SHARED_SECTION, -len(kinds[name]),
-                                             sorted(kinds[name]), name))
+    sections = shared_sections(map_path)
+    in_large_shared = {name for name in kinds if sections.get(name, 0) > LARGEST_SHARED_SECTION}
+    listed = sorted(kinds, key=lambda name: (name in in_large_shared, -len(kinds[name]), sorted(kinds[name]), name))
     with open(ORDER_FILE, "w") as out:
         out.write("".join(name + "\n" for name in listed))
-    last = sum(shared.get(name, 0) > LARGEST_SHARED_SECTION for name in listed)
+    last = len(in_large_shared)
     bench.log(f"wrote {ORDER_FILE}: {len(listed)} functions ({last} of them last, in shared sections over "
               f"{LARGEST_SHARED_SECTION // 1024} KiB); run `make release` to link with it")
 
