@@ -1131,17 +1131,25 @@ def parse_args(argv):
     return args
 
 
-def main(argv):
-    args = parse_args(argv)
-    started = time.monotonic()
-    work = os.path.abspath(args.work)
+def lock_work(work, program):
+    """Makes the work folder and takes its lock, held while the returned file stays open (keep it).
+
+    One user of a work folder at a time: a second would rewrite the keys, known_hosts and rclone.conf under the
+    first (scripts/make-link-order.py uses the same servers)."""
     os.makedirs(work, exist_ok=True)
-    # One run per work folder: a second one would rewrite the keys, known_hosts and rclone.conf under the first.
     lock = open(os.path.join(work, ".lock"), "w")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise SystemExit(f"bench: another run.py is using {work}; wait for it or pass --work")
+        raise SystemExit(f"{program}: another run is using {work}; wait for it or pass --work")
+    return lock
+
+
+def main(argv):
+    args = parse_args(argv)
+    started = time.monotonic()
+    work = os.path.abspath(args.work)
+    lock = lock_work(work, "bench")  # noqa: F841  (held until the run ends)
     load_start = ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
     # Trees first (deterministic; reused across runs while make-tree.py is unchanged).

@@ -28,7 +28,6 @@ memory, never correctness.
 """
 import argparse
 import collections
-import fcntl
 import os
 import re
 import shutil
@@ -92,13 +91,7 @@ def main():
                         help="servers, trees and profiles (default %(default)s)")
     args = parser.parse_args()
     work = os.path.abspath(args.work)
-    os.makedirs(work, exist_ok=True)
-    # One user of the folder at a time, as for run.py: a second would rewrite the servers' keys under the first.
-    lock = open(os.path.join(work, ".lock"), "w")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise SystemExit(f"make-link-order: another run is using {work}; wait for it or pass --work")
+    lock = bench.lock_work(work, "make-link-order")  # noqa: F841  (held until the script ends)
     if shutil.which("valgrind") is None:
         if os.geteuid() != 0:
             raise SystemExit("make-link-order: valgrind is missing; install it (apt-get install valgrind) "
