@@ -1145,6 +1145,17 @@ def lock_work(work, program):
     return lock
 
 
+def interrupt_on_signals():
+    """Makes SIGTERM and SIGINT raise KeyboardInterrupt, so that the caller's `finally` stops the servers.
+
+    Explicit handlers: a shell's background job starts with SIGINT ignored, and SIGTERM would end the process
+    without cleaning up; either way the servers, each in a session of its own, would be left running."""
+    def interrupted(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGINT, interrupted)
+
+
 def main(argv):
     args = parse_args(argv)
     started = time.monotonic()
@@ -1171,11 +1182,7 @@ def main(argv):
     versions = tool_versions(folio)
     processes = Processes()
 
-    def interrupted(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-    # Explicit handlers: a shell's background job starts with SIGINT ignored, and we must still clean up.
-    signal.signal(signal.SIGTERM, interrupted)
-    signal.signal(signal.SIGINT, interrupted)
+    interrupt_on_signals()
     records = []
     ctx = None
     notes = list(args.note)

@@ -31,7 +31,6 @@ import collections
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 
@@ -114,10 +113,7 @@ def main():
     processes = bench.Processes()
     profiles = []
 
-    def interrupted(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-    # So that `finally` stops the servers on SIGTERM too, not only on Ctrl-C.
-    signal.signal(signal.SIGTERM, interrupted)
+    bench.interrupt_on_signals()
     try:
         servers = bench.Servers(work, processes, os.path.join(work, "src"))
         servers.start_sshd()
@@ -181,4 +177,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt as stop:
+        raise SystemExit(f"make-link-order: stopped ({stop}); the servers are stopped, the order file left as it was")
