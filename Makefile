@@ -22,7 +22,11 @@ build: deps
 ## A stale order file costs only memory (names it lists that are gone are skipped). Without ld.lld on PATH
 ## (Swift's Linux toolchains ship it beside swift) or with a glibc older than 2.36 (no RELR), the build links as
 ## Swift does by default. A binary linked with RELR needs glibc 2.36 where it runs, too (GLIBC_ABI_DT_RELR).
-RELEASE_FLAGS := -c release --static-swift-stdlib --product folio
+##
+## Without SwiftPM's $$ORIGIN run path (--disable-local-rpath): folio needs no library from its own folder, and
+## with it the loader first looked for each of its libraries in the folder the binary is in (/usr/local/bin
+## once installed), ten failed opens per library at every start.
+RELEASE_FLAGS := -c release --static-swift-stdlib --disable-local-rpath --product folio
 HAS_LLD := $(shell command -v ld.lld 2>/dev/null)
 HAS_RELR := $(shell getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ split($$2, v, "."); if (v[1] > 2 || (v[1] == 2 && v[2] >= 36)) print "yes" }')
 ifneq ($(and $(HAS_LLD),$(HAS_RELR)),)

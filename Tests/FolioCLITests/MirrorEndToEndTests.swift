@@ -1242,6 +1242,24 @@ final class MirrorEndToEndTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: work.path("shared/.folio/lock")), "the lock it held is the file at that name")
     }
 
+    /// The lock's note (who holds it) is written over the last one in place: whatever the last note's length, the
+    /// file then holds this run's note and nothing of the old one.
+    func testTheLockNoteReplacesALongerOrShorterOldOne() throws {
+        FixtureTree.write(work.path("src"), "a.txt", "a")
+        let target = "mirror:\(work.path("dst"))"
+        for old in ["4194304 1700000000 an old target with a much longer name than this one has\n", "1 2 x\n"] {
+            FixtureTree.write(work.path("dst"), ".folio/lock", old)
+            let outcome = FolioBinary.run(["mirror", work.path("src"), work.path("dst")], environment: environment)
+            XCTAssertEqual(outcome.status, 0, outcome.stderr)
+            let note = String(decoding: FixtureTree.read(work.path("dst/.folio/lock")) ?? [], as: UTF8.self)
+            let fields = note.split(separator: " ", maxSplits: 2)
+            XCTAssertEqual(fields.count, 3, note)
+            XCTAssertNotNil(Int32(fields[0]), "a process id: \(note)")
+            XCTAssertLessThan(abs((Int(fields[1]) ?? 0) - Int(Date().timeIntervalSince1970)), 600, "the time it was taken: \(note)")
+            XCTAssertEqual(fields.count == 3 ? String(fields[2]) : "", target + "\n", "the target's name, then nothing of the old note")
+        }
+    }
+
     /// A full disk fails the run in one line that says what to do, and leaves no file half-written under its name.
     func testAFullDiskFailsTheRunInOneLine() throws {
         guard getuid() == 0 else { throw XCTSkip("mounting a tmpfs needs root") }
