@@ -23,7 +23,7 @@ build: deps
 ## (Swift's Linux toolchains ship it beside swift) or with a glibc older than 2.36 (no RELR), the build links as
 ## Swift does by default. A binary linked with RELR needs glibc 2.36 where it runs, too (GLIBC_ABI_DT_RELR).
 ##
-## Without SwiftPM's $$ORIGIN run path (--disable-local-rpath): folio needs no library from its own folder, and
+## Without SwiftPM's $ORIGIN run path (--disable-local-rpath): folio needs no library from its own folder, and
 ## with it the loader first looked for each of its libraries in the folder the binary is in (/usr/local/bin
 ## once installed), ten failed opens per library at every start.
 RELEASE_FLAGS := -c release --static-swift-stdlib --disable-local-rpath --product folio

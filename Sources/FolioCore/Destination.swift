@@ -404,8 +404,7 @@ public final class Destination: Sendable {
             // The reading before the folder: a crash between them leaves a reading without a folder (which the
             // next purge drops), never a folder without one. Best effort: without a reading, the purge counts it
             // as made when it first sees it.
-            let clocks = openClockFolder(create: true)
-            if clocks >= 0 {
+            if let clocks = try? makeClockFolder() {
                 Self.writeClockReading(.now(), for: runID, in: clocks)
                 close(clocks)
             }
@@ -417,28 +416,41 @@ public final class Destination: Sendable {
     }
 
     /// Opens `.folio/trash-clock`, which holds for each run folder of the trash the clocks read when it was made
-    /// (`ClockReading`); with `create`, makes it first. Beside the trash rather than in it, so the trash holds
-    /// run folders only. -1 when it is not there.
-    private func openClockFolder(create: Bool) -> Int32 {
+    /// (`ClockReading`). Beside the trash rather than in it, so the trash holds run folders only. -1 when it is
+    /// not there.
+    private func openClockFolder() -> Int32 {
         let folio = folio_openat_dir_nofollow(rootFD, ".folio")
         guard folio >= 0 else { return -1 }
         defer { close(folio) }
-        if create { return (try? Self.makeFolder(in: folio, name: "trash-clock", display: "")) ?? -1 }
         return folio_openat_dir_nofollow(folio, "trash-clock")
+    }
+
+    /// Opens `.folio/trash-clock`, making it first if it is not there.
+    private func makeClockFolder() throws(SourceError) -> Int32 {
+        let folio = folio_openat_dir_nofollow(rootFD, ".folio")
+        guard folio >= 0 else { throw Self.error(errno, "cannot open \(path)/.folio") }
+        defer { close(folio) }
+        return try Self.makeFolder(in: folio, name: "trash-clock", display: "\(path)/.folio/trash-clock")
     }
 
     /// Writes `reading` as `<runID>` in the open `.folio/trash-clock`, whole or not at all (a temporary name, then
     /// a rename). Why unlink and O_EXCL: whatever was planted at the temporary name (a FIFO would hang the open, a
-    /// link would lead out) is not opened.
-    private static func writeClockReading(_ reading: ClockReading, for runID: String, in clocks: Int32) {
+    /// link would lead out) is not opened. Returns 0, or the errno of what failed.
+    @discardableResult
+    private static func writeClockReading(_ reading: ClockReading, for runID: String, in clocks: Int32) -> Int32 {
         let temporary = runID + ".new"
         unlinkat(clocks, temporary, 0)
         let fd = folio_openat_create(clocks, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o644)
-        guard fd >= 0 else { return }
+        guard fd >= 0 else { return errno }
         let bytes = Array(reading.text.utf8)
         let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        // A short write of a few dozen bytes into a new file: the disk (or the user's quota) is full.
+        let code = written == bytes.count ? 0 : written < 0 ? errno : ENOSPC
         close(fd)
-        if written == bytes.count { renameat(clocks, temporary, clocks, runID) } else { unlinkat(clocks, temporary, 0) }
+        if code == 0, renameat(clocks, temporary, clocks, runID) == 0 { return 0 }
+        let failed = code != 0 ? code : errno
+        unlinkat(clocks, temporary, 0)
+        return failed
     }
 
     /// The reading in `.folio/trash-clock/<runID>`, if there is a whole one. Only from a regular file, opened
@@ -468,7 +480,8 @@ public final class Destination: Sendable {
         var purge = TrashPurge()
         guard trashFD >= 0 else { return purge }
         let display = "\(path)/.folio/trash"
-        var clocks = openClockFolder(create: false)
+        var clocks = openClockFolder()
+        var triedClocks = false
         defer { if clocks >= 0 { close(clocks) } }
         let cutoff = now.wall - Int64(days) * 86_400
         var runs = Set<String>()
@@ -487,9 +500,18 @@ public final class Destination: Sendable {
             } else if days > 0 {
                 // No reading (lost, or the folder is an older Folio's): made when first seen, as after a reboot.
                 // Aged by its name alone, a folder named while the wall clock was behind went at once, its days
-                // unkept. Without a reading written, it is first seen again at every run, and kept.
-                if clocks < 0 { clocks = openClockFolder(create: true) }
-                if clocks >= 0 { Self.writeClockReading(now, for: name, in: clocks) }
+                // unkept. Without a reading written, it is first seen again at every run, and kept: the purge
+                // says so, once a run, rather than let the trash grow unseen.
+                if clocks < 0, !triedClocks {
+                    triedClocks = true
+                    do { clocks = try makeClockFolder() } catch { purge.unrecorded = error.message }
+                }
+                if clocks >= 0 {
+                    let code = Self.writeClockReading(now, for: name, in: clocks)
+                    if code != 0, purge.unrecorded == nil {
+                        purge.unrecorded = Self.error(code, "cannot write \(path)/.folio/trash-clock/\(name)").message
+                    }
+                }
                 made = max(named, now.wall)
             }
             guard days == 0 || made < cutoff else { runs.insert(name); continue }
@@ -880,6 +902,7 @@ public final class Destination: Sendable {
         case ENOTCONN, ECONNABORTED, ENODEV, ESTALE, ESHUTDOWN:
             fix = "; the destination's filesystem is gone (a drive unplugged, a FUSE mount ended, a network share dropped): mount it again, and the next run finishes the work"
         case ENOTDIR: fix = "; a file or a link stands where a folder should be: move it aside"
+        case EISDIR: fix = "; a folder stands where a file should be: move it aside"
         // EBUSY from a rename or removal: the entry (or one inside a folder being moved) is a mount point.
         case EBUSY: fix = "; something is mounted there (findmnt shows what): unmount it, or exclude the folder"
         case EXDEV:

@@ -79,16 +79,24 @@ final class TargetLock: Sendable {
             // steady, and a false "replaced" would loop. Bounded, and a stop ends it, in case a filesystem
             // reports no links for a file that is still there.
             var held = stat()
-            if fstat(opened.fd, &held) == 0, held.st_nlink == 0, attempt < 5, !stopped() {
+            let sized = fstat(opened.fd, &held) == 0
+            if sized, held.st_nlink == 0, attempt < 5, !stopped() {
                 close(opened.fd)
                 continue
             }
             let note = "\(getpid()) \(Int(Date().timeIntervalSince1970)) \(target.name)\n"
             // Why over the old note, cut only where it was longer: emptying the file first freed its block at
             // every run, and on a filesystem mounted with `discard` (ext4 on many cloud disks) freeing a block
-            // waits for the device to discard it: 0.2 ms typically on this disk, up to 7 ms, at every run.
-            let written = note.withCString { pwrite(opened.fd, $0, strlen($0), 0) }
-            if written == note.utf8.count, held.st_size > written { ftruncate(opened.fd, off_t(written)) }
+            // waits for the device to discard it: 0.2 ms typically on this disk, up to 7 ms, at every run. The
+            // note is read back whole (`sourceFolderHolding`, and who holds the lock), so no tail of the old one
+            // may stay: cut when the old size is unknown too, and empty a note that could not be written whole.
+            let bytes = Array(note.utf8)
+            let written = bytes.withUnsafeBytes { pwrite(opened.fd, $0.baseAddress, $0.count, 0) }
+            if written != bytes.count {
+                ftruncate(opened.fd, 0)
+            } else if !sized || held.st_size > written {
+                ftruncate(opened.fd, off_t(written))
+            }
             if let source = sourceFolderHolding(note, target: target) {
                 close(opened.fd)
                 // What taking the lock made is in the source: take it away.

@@ -162,6 +162,39 @@ final class TrashPurgeTests: XCTestCase {
         XCTAssertEqual(FixtureTree.listing(destination.path(".folio/trash-clock")), [])
     }
 
+    /// A folder whose age cannot be recorded (a file stands where `.folio/trash-clock` should be) is kept, as
+    /// always, and the purge says why and what to do at every run, rather than let the trash grow unseen; once the
+    /// file is moved aside, the age is recorded and the line goes.
+    func testAFolderWhoseAgeCannotBeRecordedIsKeptAndSaidSo() throws {
+        let old = "20200101-000000-old"
+        FixtureTree.write(destination.path(".folio/trash/\(old)"), "x", "old removal")
+        FixtureTree.write(destination.path(".folio"), "trash-clock", "not a folder")
+        let destinationNow = try Destination(path: destination.path, create: true)
+        let line = "run folders in /dst/.folio/trash are kept past trash-days until the time each was made can be recorded: "
+            + "cannot open \(destination.path)/.folio/trash-clock: Not a directory; a file or a link stands where a folder should be: move it aside"
+        for _ in 0..<2 {
+            let purge = destinationNow.purgeTrash(olderThan: 30)
+            XCTAssertEqual(trashListing(), [old])
+            XCTAssertEqual(purge.notices(trash: "/dst/.folio/trash", trashDays: 30), [line])
+        }
+        XCTAssertEqual(unlink(destination.path(".folio/trash-clock")), 0)
+        let recorded = destinationNow.purgeTrash(olderThan: 30)
+        XCTAssertEqual(recorded.notices(trash: "/dst/.folio/trash", trashDays: 30), [])
+        XCTAssertEqual(trashListing(), [old])
+        XCTAssertNotNil(reading(of: old), "its first sighting is recorded now")
+
+        // The folder of readings is there, but a folder stands at this run folder's reading.
+        let another = "20200202-000000-another"
+        FixtureTree.write(destination.path(".folio/trash/\(another)"), "z", "another removal")
+        FixtureTree.write(destination.path(".folio/trash-clock/\(another)"), "in the way", "a folder, not a reading")
+        let blocked = destinationNow.purgeTrash(olderThan: 30)
+        XCTAssertEqual(trashListing(), [old, another])
+        XCTAssertEqual(blocked.notices(trash: "/dst/.folio/trash", trashDays: 30), [
+            "run folders in /dst/.folio/trash are kept past trash-days until the time each was made can be recorded: "
+                + "cannot write \(destination.path)/.folio/trash-clock/\(another): Is a directory; a folder stands where a file should be: move it aside",
+        ])
+    }
+
     func testAReadingSeenFromAnother() {
         let stamp = ClockReading(wall: 1_000_000, sinceBoot: 50, boot: "b1")
         let carried = ClockReading(wall: 1_000_000, sinceBoot: 50, boot: "b1", carried: true)
