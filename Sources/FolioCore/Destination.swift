@@ -404,7 +404,7 @@ public final class Destination: Sendable {
             // The reading before the folder: a crash between them leaves a reading without a folder (which the
             // next purge drops), never a folder without one. Best effort: without a reading, the purge counts it
             // as made when it first sees it.
-            if let clocks = try? makeClockFolder() {
+            if let clocks = try? openClockFolder(making: true) {
                 Self.writeClockReading(.now(), for: runID, in: clocks)
                 close(clocks)
             }
@@ -416,21 +416,16 @@ public final class Destination: Sendable {
     }
 
     /// Opens `.folio/trash-clock`, which holds for each run folder of the trash the clocks read when it was made
-    /// (`ClockReading`). Beside the trash rather than in it, so the trash holds run folders only. -1 when it is
-    /// not there.
-    private func openClockFolder() -> Int32 {
-        let folio = folio_openat_dir_nofollow(rootFD, ".folio")
-        guard folio >= 0 else { return -1 }
-        defer { close(folio) }
-        return folio_openat_dir_nofollow(folio, "trash-clock")
-    }
-
-    /// Opens `.folio/trash-clock`, making it first if it is not there.
-    private func makeClockFolder() throws(SourceError) -> Int32 {
+    /// (`ClockReading`); with `making`, makes it first if it is not there. Beside the trash rather than in it, so
+    /// the trash holds run folders only.
+    private func openClockFolder(making: Bool) throws(SourceError) -> Int32 {
         let folio = folio_openat_dir_nofollow(rootFD, ".folio")
         guard folio >= 0 else { throw Self.error(errno, "cannot open \(path)/.folio") }
         defer { close(folio) }
-        return try Self.makeFolder(in: folio, name: "trash-clock", display: "\(path)/.folio/trash-clock")
+        if making { return try Self.makeFolder(in: folio, name: "trash-clock", display: "\(path)/.folio/trash-clock") }
+        let fd = folio_openat_dir_nofollow(folio, "trash-clock")
+        guard fd >= 0 else { throw Self.error(errno, "cannot open \(path)/.folio/trash-clock") }
+        return fd
     }
 
     /// Writes `reading` as `<runID>` in the open `.folio/trash-clock`, whole or not at all (a temporary name, then
@@ -480,7 +475,7 @@ public final class Destination: Sendable {
         var purge = TrashPurge()
         guard trashFD >= 0 else { return purge }
         let display = "\(path)/.folio/trash"
-        var clocks = openClockFolder()
+        var clocks = (try? openClockFolder(making: false)) ?? -1
         var triedClocks = false
         defer { if clocks >= 0 { close(clocks) } }
         let cutoff = now.wall - Int64(days) * 86_400
@@ -504,7 +499,7 @@ public final class Destination: Sendable {
                 // says so, once a run, rather than let the trash grow unseen.
                 if clocks < 0, !triedClocks {
                     triedClocks = true
-                    do { clocks = try makeClockFolder() } catch { purge.unrecorded = error.message }
+                    do { clocks = try openClockFolder(making: true) } catch { purge.unrecorded = error.message }
                 }
                 if clocks >= 0 {
                     let code = Self.writeClockReading(now, for: name, in: clocks)
