@@ -10,7 +10,8 @@ import Glibc
 /// with 404, as plain servers answer methods they do not know (`/nodav/`).
 /// In every location, a path that contains `error-500` answers HTTP 500, as a failing script would, and one that
 /// contains `login-required/` is redirected to `/html/login.html` (a file the test writes), as a login portal does.
-/// Optionally over TLS with a self-signed certificate (`certificatePath` is the CA to trust).
+/// Optionally over TLS with a self-signed certificate (`certificatePath` is the CA to trust), and then optionally
+/// speaking HTTP/2 (offered by ALPN, as most HTTPS hosts do).
 public final class NginxServer: @unchecked Sendable {
     // Why @unchecked Sendable: a test drives one server from one method; start()/stop() run in sequence.
     public let folder: TemporaryDirectory
@@ -18,6 +19,8 @@ public final class NginxServer: @unchecked Sendable {
     public let servedRoot: String
     public let port: Int
     public let tls: Bool
+    /// Whether the TLS listener offers HTTP/2.
+    public let http2: Bool
     /// The self-signed certificate (PEM) when `tls`.
     public private(set) var certificatePath: String?
     /// The password of user `folio` on `/private/`.
@@ -27,8 +30,10 @@ public final class NginxServer: @unchecked Sendable {
     private var pid: Int32?
 
     /// `certificateName`: the DNS name the TLS certificate is issued for, in place of 127.0.0.1 (a certificate
-    /// for another name than the URL's).
-    public init(tls: Bool = false, certificateName: String? = nil) throws {
+    /// for another name than the URL's). `http2` needs `tls` (nginx 1.22 speaks HTTP/2 on plain ports only to
+    /// clients that know it beforehand, which no user's URL says).
+    public init(tls: Bool = false, http2: Bool = false, certificateName: String? = nil) throws {
+        precondition(tls || !http2, "HTTP/2 is offered over TLS only")
         folder = TemporaryDirectory("nginx")
         servedRoot = folder.path("root")
         FixtureTree.makeFolder(folder.path, "root")
@@ -36,6 +41,7 @@ public final class NginxServer: @unchecked Sendable {
         chmod(folder.path, 0o755)
         port = try LoopbackServer.freePort()
         self.tls = tls
+        self.http2 = http2
         if tls { certificatePath = try LoopbackServer.makeCertificate(in: folder.path, name: certificateName).certificate }
         let hash = try LoopbackServer.run("/usr/bin/openssl", ["passwd", "-apr1", password]).trimmingCharacters(in: .whitespacesAndNewlines)
         try "folio:\(hash)\n".write(toFile: folder.path("htpasswd"), atomically: false, encoding: .utf8)
@@ -77,7 +83,7 @@ public final class NginxServer: @unchecked Sendable {
 
     private func writeConfig() throws {
         let root = servedRoot
-        let listen = tls ? "listen 127.0.0.1:\(port) ssl;\n    ssl_certificate \(folder.path("cert.pem"));\n    ssl_certificate_key \(folder.path("key.pem"));"
+        let listen = tls ? "listen 127.0.0.1:\(port) ssl\(http2 ? " http2" : "");\n    ssl_certificate \(folder.path("cert.pem"));\n    ssl_certificate_key \(folder.path("key.pem"));"
                          : "listen 127.0.0.1:\(port);"
         let config = """
             load_module /usr/lib/nginx/modules/ngx_http_dav_ext_module.so;
@@ -87,7 +93,7 @@ public final class NginxServer: @unchecked Sendable {
             \(getuid() == 0 ? "user root;" : "")
             events { worker_connections 256; }
             http {
-              log_format folio '$request_method $request_uri $status $body_bytes_sent range=$http_range if_range=$http_if_range depth=$http_depth connection=$pid:$connection';
+              log_format folio '$request_method $request_uri $status $body_bytes_sent range=$http_range if_range=$http_if_range depth=$http_depth protocol=$server_protocol connection=$pid:$connection';
               access_log \(accessLog) folio;
               client_body_temp_path \(folder.path("tmp/body"));
               proxy_temp_path \(folder.path("tmp/proxy"));
