@@ -12,7 +12,7 @@
     X(curl_global_init) X(curl_easy_init) X(curl_easy_cleanup) X(curl_easy_reset) X(curl_easy_perform) \
     X(curl_easy_setopt) X(curl_easy_strerror) X(curl_slist_append) X(curl_slist_free_all) X(curl_multi_init) \
     X(curl_multi_cleanup) X(curl_multi_add_handle) X(curl_multi_remove_handle) X(curl_multi_perform) \
-    X(curl_multi_poll) X(curl_multi_info_read) X(curl_multi_strerror) X(curl_easy_getinfo)
+    X(curl_multi_poll) X(curl_multi_info_read) X(curl_multi_strerror) X(curl_easy_getinfo) X(curl_multi_setopt)
 
 FOLIO_DEFINE_LOADER(folio_curl_load, "libcurl.so.4", FOLIO_CURL_FUNCTIONS)
 
@@ -61,6 +61,12 @@ CURLcode folio_curl_getinfo_off_t(CURL *handle, CURLINFO info, curl_off_t *value
 }
 CURLcode folio_curl_getinfo_socket(CURL *handle, CURLINFO info, curl_socket_t *value) {
     return loaded_curl_easy_getinfo(handle, info, value);
+}
+CURLcode folio_curl_getinfo_long(CURL *handle, CURLINFO info, long *value) {
+    return loaded_curl_easy_getinfo(handle, info, value);
+}
+CURLMcode folio_curl_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
+    return loaded_curl_multi_setopt(multi, option, value);
 }
 CURLcode folio_curl_setopt_blob(CURL *handle, CURLoption option, const void *data, size_t length) {
     struct curl_blob blob = {(void *)data, length, CURL_BLOB_COPY};

@@ -21,6 +21,10 @@ final class CurlEasy {
         /// large: libcurl allocates it for each transfer, and glibc maps and unmaps a 256 KiB one every time,
         /// which flushes the TLB of every core: a quarter of the kernel time of 1,000 small GETs.
         var receiveBuffer = Request.defaultReceiveBuffer
+        /// Whether the request waits for a connection being set up (or busy) that may carry it as one more HTTP/2
+        /// stream, rather than open one of its own (`CURLOPT_PIPEWAIT`): a batch's extra requests, once the host
+        /// is known to multiplex.
+        var waitsToMultiplex = false
 
         /// libcurl's own receive buffer size (`CURL_MAX_WRITE_SIZE`), which `curl_easy_reset` restores.
         static let defaultReceiveBuffer = 16 << 10
@@ -40,6 +44,8 @@ final class CurlEasy {
         var turn: Duration?
         /// The URL this answer came from when `HTTPClient.send` followed redirects to it; nil when it did not.
         var redirectedTo: String?
+        /// Whether the answer came over HTTP/2 or later, whose connections carry several requests at once.
+        var multiplexed = false
     }
 
     /// A libcurl failure, keeping libcurl's code: `curl 28 (Timeout was reached)`.
@@ -198,8 +204,10 @@ final class CurlEasy {
             _ = try context.decide(context.status, context.headers)
         }
         let answered: CurlSettings.AuthScheme? = context.saw401 ? (context.sawDigestChallenge ? .digest : .basic) : nil
+        var version = 0
+        let multiplexed = folio_curl_getinfo_long(handle, CURLINFO_HTTP_VERSION, &version) == CURLE_OK && version >= CURL_HTTP_VERSION_2_0
         return Response(status: context.status, headers: context.headers, body: context.collected,
-                        answeredChallenge: answered, turn: turn(context))
+                        answeredChallenge: answered, turn: turn(context), multiplexed: multiplexed)
     }
 
     /// Why passing the context unretained is safe: `transfer` keeps it alive from `start` to `finish`, and
@@ -227,6 +235,7 @@ final class CurlEasy {
             let code = folio_curl_setopt_long(handle, CURLOPT_BUFFERSIZE, request.receiveBuffer)
             guard code == CURLE_OK || code == CURLE_BAD_FUNCTION_ARGUMENT else { throw failure(code) }
         }
+        if request.waitsToMultiplex { try set(CURLOPT_PIPEWAIT, 1) }
         try check(folio_curl_setopt_ptr(handle, CURLOPT_ERRORBUFFER, UnsafeMutableRawPointer(errorBuffer)))
         errorBuffer[0] = 0
         if let certificates = settings.extraCertificates {
@@ -332,6 +341,12 @@ final class CurlMulti {
             throw Failure(code: Int32(code.rawValue))
         }
         running.append(easy)
+    }
+
+    /// Opens at most `count` connections to any one host; transfers beyond them wait for one, or share one
+    /// as HTTP/2 streams (`CURLMOPT_MAX_HOST_CONNECTIONS`).
+    func limitConnections(perHost count: Int) throws {
+        try check(folio_curl_multi_setopt_long(handle, CURLMOPT_MAX_HOST_CONNECTIONS, count))
     }
 
     /// Moves every transfer along, waiting up to `timeout` milliseconds for the network when none has ended

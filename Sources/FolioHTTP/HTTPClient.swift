@@ -74,6 +74,7 @@ final class HTTPClient: Sendable {
                 response = try easy.perform(request, settings: settings, cancelled: cancelled, decide: decide, onBody: onBody)
                 response.redirectedTo = redirectedURL
                 if let turn = response.turn { roundTrips.record(turn) }
+                if response.multiplexed { gate.noteMultiplexing() }
             } catch let failure as CurlEasy.Failure {
                 if failure.isCancellation || cancelled() { throw cancelledError(request.url) }
                 attempt += 1

@@ -138,6 +138,8 @@ final class HTTPConnection: SourceConnection {
     /// waiting, up to its share of the cap (`batch.workers` workers share it; all of it for a lone one), each
     /// file into its own partial file. Why a share: each worker's handles keep their connections from one batch
     /// to the next, so without it four workers opened 26 connections to a host capped at 16 requests.
+    /// Over HTTP/2 the share is of connections, each carrying `HostGate.streamsPerConnection` GETs at once: at
+    /// 20 ms of latency, 1,000 small files took 2.9 s with one GET a connection.
     ///
     /// Marks complete only a whole `200` that matches the listing (ETag, size, Last-Modified). Anything else —
     /// a redirect, a 429, an error page, a dropped connection, a changed file — is left for the engine to fetch
@@ -149,7 +151,12 @@ final class HTTPConnection: SourceConnection {
         var inFlight: [ObjectIdentifier: (handle: CurlEasy, index: Int)] = [:]
         var next = 0
         var starting = true
-        let share = max(1, client.gate.limit / batch.workers)
+        let connections = max(1, client.gate.limit / batch.workers)
+        let multiplexing = client.gate.isMultiplexing
+        let share = multiplexing ? connections * HostGate.streamsPerConnection : connections
+        // Why cap the connections and let requests wait for one: else libcurl opens a connection for every request
+        // started before the first one's TLS has said whether it multiplexes.
+        if multiplexing { try multi.limitConnections(perHost: connections) }
         // Why every exit leaves the gate: each request in flight holds one of the host's slots.
         defer {
             multi.abandonAll()
@@ -168,7 +175,7 @@ final class HTTPConnection: SourceConnection {
                 }
                 let handle = try batchHandles.popLast() ?? client.idleHandles.take() ?? CurlEasy()
                 do {
-                    try start(batch, index: next, on: handle, in: multi)
+                    try start(batch, index: next, on: handle, in: multi, waitsToMultiplex: multiplexing)
                 } catch {
                     client.gate.leave()
                     batchHandles.append(handle)
@@ -199,10 +206,12 @@ final class HTTPConnection: SourceConnection {
         }
     }
 
-    private func start(_ batch: DownloadBatch, index: Int, on handle: CurlEasy, in multi: CurlMulti) throws {
+    private func start(_ batch: DownloadBatch, index: Int, on handle: CurlEasy, in multi: CurlMulti, waitsToMultiplex: Bool) throws {
         let entry = batch.entries[index]
         let url = client.urls.url(for: entry.path, folder: false)
-        try multi.add(handle, CurlEasy.Request(method: "GET", url: url), settings: client.settings,
+        var request = CurlEasy.Request(method: "GET", url: url)
+        request.waitsToMultiplex = waitsToMultiplex
+        try multi.add(handle, request, settings: client.settings,
                       cancelled: { batch.isCancelled },
                       decide: { status, headers in
                           guard status == 200 else { return false }

@@ -3,8 +3,9 @@ import Foundation
 /// The politeness of one source's host, shared by every listing worker and download connection.
 ///
 /// It caps the requests in flight (the per-host `connections` setting: at most `limit` of the workers' kept-alive
-/// connections talk at once), spaces requests to `requests-per-second`, and holds every request
-/// while the server asked for a pause (`Retry-After` on 429/503, an exhausted `X-RateLimit-Remaining`).
+/// connections talk at once, each carrying one request, or `streamsPerConnection` once the host has answered over
+/// HTTP/2), spaces requests to `requests-per-second`, and holds every request while the server asked for a pause
+/// (`Retry-After` on 429/503, an exhausted `X-RateLimit-Remaining`).
 final class HostGate: @unchecked Sendable {
     // Why @unchecked: every stored var is read and written only while `condition` is locked.
     private let condition = NSCondition()
@@ -15,8 +16,14 @@ final class HostGate: @unchecked Sendable {
     private var announce: (@Sendable (String) -> Void)?
     /// The shortest pause that is announced: shorter ones pass as a slow server.
     static let noticeablePause: TimeInterval = 5
-    /// The most requests in flight at once.
+    /// Whether the host answered over HTTP/2, whose connections carry several requests at once (streams).
+    private var multiplexes = false
+    /// The most connections talking at once: the most requests in flight, until the host multiplexes.
     let limit: Int
+    /// How many requests each of the `limit` connections carries at once over HTTP/2. Why 4: servers allow
+    /// 100-128 streams a connection (nginx, Apache, browsers use as many), so this stays polite; and at 20 ms of
+    /// latency each stream added takes a batch of small files further.
+    static let streamsPerConnection = 4
     private let spacing: TimeInterval?
 
     init(limit: Int, requestsPerSecond: Double?) {
@@ -34,7 +41,7 @@ final class HostGate: @unchecked Sendable {
             if admit(at: now) { return true }
             let ready = max(pausedUntil, nextSlot)
             // Wake at the end of the pause, on a `leave`, and at least every half second to notice cancellation.
-            let wake = inFlight < limit ? min(ready, now + 0.5) : now + 0.5
+            let wake = inFlight < requestLimit ? min(ready, now + 0.5) : now + 0.5
             _ = condition.wait(until: wake)  // false on timeout; the loop re-checks either way
         }
     }
@@ -47,9 +54,28 @@ final class HostGate: @unchecked Sendable {
         return admit(at: Date())
     }
 
+    /// Notes that the host answered over HTTP/2: from now on each connection may carry `streamsPerConnection`
+    /// requests.
+    func noteMultiplexing() {
+        condition.lock()
+        multiplexes = true
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Whether the host has answered over HTTP/2 (see `noteMultiplexing`).
+    var isMultiplexing: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return multiplexes
+    }
+
+    /// The most requests in flight at once now. Called with `condition` locked.
+    private var requestLimit: Int { multiplexes ? limit * Self.streamsPerConnection : limit }
+
     /// Takes a slot if the cap, the pause and the spacing allow one at `now`. Called with `condition` locked.
     private func admit(at now: Date) -> Bool {
-        guard inFlight < limit, max(pausedUntil, nextSlot) <= now else { return false }
+        guard inFlight < requestLimit, max(pausedUntil, nextSlot) <= now else { return false }
         inFlight += 1
         if let spacing { nextSlot = max(now, nextSlot) + spacing }
         return true

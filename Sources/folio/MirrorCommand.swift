@@ -35,7 +35,7 @@ struct MirrorCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "HTTPS: do not verify certificates (warned about on every run).") var insecureTLS = false
     @Option(name: .long, help: "HTTP: auto, true or false.") var webdav: String = MirrorRequest.defaults.webdav
     @Option(name: .long, parsing: .unconditional, help: "HTTP: at most this many requests per second.") var requestsPerSecond: Double?
-    @Option(name: .long, parsing: .unconditional, help: "HTTP: at most this many requests in flight to the server (default 16).") var connections: Int?
+    @Option(name: .long, parsing: .unconditional, help: "HTTP: at most this many connections to the server talk at once (default 16), each carrying one request, or 4 over HTTP/2.") var connections: Int?
 
     /// The command line's answers, apart from argument-parser's property wrappers.
     var request: MirrorRequest {

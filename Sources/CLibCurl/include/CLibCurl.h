@@ -33,6 +33,11 @@ CURLcode folio_curl_setopt_blob(CURL *handle, CURLoption option, const void *dat
 CURLcode folio_curl_getinfo_off_t(CURL *handle, CURLINFO info, curl_off_t *value);
 /* And this one the options whose value is a socket (CURLINFO_ACTIVESOCKET). */
 CURLcode folio_curl_getinfo_socket(CURL *handle, CURLINFO info, curl_socket_t *value);
+/* And this one those whose value is a long (CURLINFO_HTTP_VERSION). */
+CURLcode folio_curl_getinfo_long(CURL *handle, CURLINFO info, long *value);
+
+/* curl_multi_setopt is variadic as well: this one sets the multi options whose value is a long. */
+CURLMcode folio_curl_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
 
 /* The CURLAUTH_* masks are cast expressions Swift does not import. */
 static const unsigned long folio_curlauth_basic = CURLAUTH_BASIC;
