@@ -46,9 +46,11 @@ REPO = os.path.dirname(HERE)
 MAKE_TREE = os.path.join(HERE, "make-tree.py")
 
 TREES = ["small", "media", "huge"]
-SOURCES = ["local", "sftp", "webdav", "sftp+rtt", "webdav+rtt", "sftp-only", "sftp-only+rtt"]
+SOURCES = ["local", "sftp", "webdav", "sftp+rtt", "webdav+rtt", "sftp-only", "sftp-only+rtt", "webdav-h2",
+           "webdav-h2+rtt"]
 # The sources the issue's targets name. "sftp-only" (an account whose every command is the SFTP server,
-# ForceCommand: no find, no tar, no rsync) runs only when asked for, and its rows have no target.
+# ForceCommand: no find, no tar, no rsync) and "webdav-h2" (the same WebDAV tree over HTTPS with HTTP/2, as most
+# web hosts serve it; lftp speaks HTTP/1.1 to it) run only when asked for, and their rows have no target.
 DEFAULT_SOURCES = SOURCES[:5]
 SCENARIOS = ["initial", "no-change", "incremental"]
 # Mirror tools first; "tar" and "curl" are the practical limits (one stream; no listing, no comparison).
@@ -225,6 +227,8 @@ class Servers:
         self.known_hosts = os.path.join(self.dir, "known_hosts")
         self.ssh_port = self.http_port = None
         self.ssh_rtt_port = self.http_rtt_port = None
+        self.https_port = self.https_rtt_port = None
+        self.certificate = os.path.join(self.dir, "tls-cert.pem")  # the CA the clients trust for webdav-h2
         self.sftp_only_port = self.sftp_only_rtt_port = None
         self.sftp_log = os.path.join(self.dir, "sftp-server.log")
         self.access_log = os.path.join(self.dir, "access.log")
@@ -289,8 +293,27 @@ SetEnv SHLVL=1
                     out.write(f"[127.0.0.1]:{port} {self.host_key_line}\n")
 
     # ---- nginx ----
-    def start_nginx(self):
+    def start_nginx(self, tls=False):
+        """Plain WebDAV on http_port; with `tls`, the same on https_port over TLS offering HTTP/2 (ALPN)."""
         self.http_port = free_port()
+        tls_server = ""
+        if tls:
+            self.https_port = free_port()
+            key = os.path.join(self.dir, "tls-key.pem")
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                            "-nodes", "-keyout", key, "-out", self.certificate, "-days", "30", "-subj", "/CN=127.0.0.1",
+                            "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+            tls_server = f"""    server {{
+        listen 127.0.0.1:{self.https_port} ssl http2;
+        ssl_certificate {self.certificate};
+        ssl_certificate_key {key};
+        root {self.serve_root};
+        location / {{
+            dav_ext_methods PROPFIND OPTIONS;
+            autoindex on;
+        }}
+    }}
+"""
         conf = os.path.join(self.dir, "nginx.conf")
         temp = os.path.join(self.dir, "nginx-temp")
         os.makedirs(temp, exist_ok=True)
@@ -323,7 +346,7 @@ http {{
             autoindex on;
         }}
     }}
-}}
+{tls_server}}}
 """)
         child = self.processes.start("nginx", ["nginx", "-c", conf, "-e", f"{self.dir}/nginx-error.log"],
                                      os.path.join(self.dir, "nginx.out"))
@@ -612,7 +635,14 @@ class Context:
         return s.ssh_rtt_port if source.endswith("+rtt") else s.ssh_port
 
     def http_port(self, source):
-        return self.servers.http_rtt_port if source.endswith("+rtt") else self.servers.http_port
+        s = self.servers
+        if is_tls(source):
+            return s.https_rtt_port if source.endswith("+rtt") else s.https_port
+        return s.http_rtt_port if source.endswith("+rtt") else s.http_port
+
+    def http_url(self, source):
+        """The server's root URL for a WebDAV source."""
+        return f"{'https' if is_tls(source) else 'http'}://127.0.0.1:{self.http_port(source)}/"
 
     def ssh_command(self, source):
         s = self.servers
@@ -635,14 +665,18 @@ class Context:
                               # SFTP-only account).
                               + ("shell_type = none\n\n" if is_sftp_only(source) else
                                  "shell_type = unix\nmd5sum_command = md5sum\nsha1sum_command = sha1sum\n\n"))
-                elif kind == "webdav" and s.http_port:
-                    out.write(f"[{name}]\ntype = webdav\nurl = http://127.0.0.1:{self.http_port(source)}/\n"
-                              f"vendor = other\n\n")
+                elif kind == "webdav" and self.http_port(source):
+                    out.write(f"[{name}]\ntype = webdav\nurl = {self.http_url(source)}\nvendor = other\n\n")
 
 
 def source_kind(source):
-    """The protocol behind a source name: local, sftp (sftp-only included) or webdav."""
-    return "sftp" if is_sftp_only(source) else source.split("+")[0]
+    """The protocol behind a source name: local, sftp (sftp-only included) or webdav (webdav-h2 included)."""
+    return "sftp" if is_sftp_only(source) else "webdav" if is_tls(source) else source.split("+")[0]
+
+
+def is_tls(source):
+    """Whether the source is the WebDAV server over HTTPS with HTTP/2."""
+    return source.split("+")[0] == "webdav-h2"
 
 
 def is_sftp_only(source):
@@ -660,7 +694,8 @@ def tool_command(tool, source, tree, dest, ctx, scenario):
     kind = source_kind(source)
     shell = not is_sftp_only(source)  # rsync and tar need a shell on the server
     path = tree.current  # absolute path on this machine, also the path the sshd serves
-    url = f"http://127.0.0.1:{ctx.http_port(source)}/{tree.slug}/" if kind == "webdav" else None
+    url = f"{ctx.http_url(source)}{tree.slug}/" if kind == "webdav" else None
+    certificate = ctx.servers.certificate if is_tls(source) else None
     remote = rclone_remote(source)
     if tool in ("folio", "folio-t8"):
         argv = [ctx.folio, "mirror", "--json"] + (["--transfers", "8"] if tool == "folio-t8" else [])
@@ -670,12 +705,13 @@ def tool_command(tool, source, tree, dest, ctx, scenario):
             argv += [f"sftp://root@127.0.0.1:{ctx.ssh_port(source)}{path}", dest,
                      "--identity", ctx.servers.user_key, "--known-hosts", ctx.servers.known_hosts]
         else:
-            argv += [url, dest]
+            argv += [url, dest] + (["--ca-file", certificate] if certificate else [])
         return argv, {"FOLIO_STATE_DIR": dest + ".state"}
     if tool in ("rclone", "rclone-t8"):
         extra = ["--transfers", "8"] if tool == "rclone-t8" else []
         src = path if kind == "local" else f"{remote}:{path}" if kind == "sftp" else f"{remote}:{tree.slug}"
-        return ["rclone", "--config", ctx.rclone_conf, "sync", *extra, src, dest], {}
+        trust = ["--ca-cert", certificate] if certificate else []
+        return ["rclone", "--config", ctx.rclone_conf, "sync", *extra, *trust, src, dest], {}
     if tool == "rsync":
         if kind == "local":
             return ["rsync", "-a", "--delete", path + "/", dest + "/"], {}
@@ -690,7 +726,8 @@ def tool_command(tool, source, tree, dest, ctx, scenario):
                       f"mirror --delete --parallel=8 {shlex.quote(path + '/')} {shlex.quote(dest)}")
         elif kind == "webdav":
             # The server speaks WebDAV, so lftp lists with PROPFIND (exact sizes and times) instead of HTML.
-            script = (f"set http:use-propfind true; open http://127.0.0.1:{ctx.http_port(source)}; "
+            trust = f"set ssl:ca-file {shlex.quote(certificate)}; " if certificate else ""
+            script = (f"{trust}set http:use-propfind true; open {ctx.http_url(source)}; "
                       f"mirror --delete --parallel=8 {shlex.quote('/' + tree.slug + '/')} {shlex.quote(dest)}")
         else:
             return None
@@ -717,7 +754,8 @@ def tool_command(tool, source, tree, dest, ctx, scenario):
                 if k == "file":
                     out.write(f'url = "{url}{urllib.parse.quote(relative)}"\n')
                     out.write(f'output = "{os.path.join(dest, relative)}"\n')
-        return ["curl", "-sS", "--fail", "--create-dirs", "--remote-time", "-K", config], {}
+        trust = ["--cacert", certificate] if certificate else []
+        return ["curl", "-sS", "--fail", "--create-dirs", "--remote-time", *trust, "-K", config], {}
     return None
 
 
@@ -960,8 +998,8 @@ def target_checks(rows):
             continue
         kind = row["tree"].split("×")[0]
         for description, applies, limit in TARGETS:
-            # The SFTP-only rows are shown beside the issue's sources, not judged by its targets.
-            if applies(kind, row["source"], row["scenario"]) and not is_sftp_only(row["source"]):
+            # The SFTP-only and HTTP/2 rows are shown beside the issue's sources, not judged by its targets.
+            if applies(kind, row["source"], row["scenario"]) and not is_sftp_only(row["source"]) and not is_tls(row["source"]):
                 ratio = row.get("ratio")
                 met = "n/a (no verified comparator)" if row["ok"] and ratio is None else \
                     "no (folio failed)" if not row["ok"] else ("yes" if ratio <= limit else "no")
@@ -1199,16 +1237,19 @@ def main(argv):
                 servers.sftp_only_rtt_port = servers.start_proxy("sftp-only", servers.sftp_only_port)
         if kinds & {"sftp", "sftp-only"}:
             servers.write_known_hosts()
-        if "webdav" in kinds:
-            servers.start_nginx()
+        if kinds & {"webdav", "webdav-h2"}:
+            servers.start_nginx(tls="webdav-h2" in kinds)
             if "webdav+rtt" in args.sources:
                 servers.http_rtt_port = servers.start_proxy("webdav", servers.http_port)
+            if "webdav-h2+rtt" in args.sources:
+                servers.https_rtt_port = servers.start_proxy("webdav-h2", servers.https_port)
         ctx = Context(args, work, folio, servers)
         ctx.write_rclone_conf()
         if not args.serve:
             ctx.graveyard.purge(wait=True)  # a previous run's leftovers
         log(f"servers up: sshd {servers.ssh_port}, nginx {servers.http_port}, "
             f"proxies sftp {servers.ssh_rtt_port} webdav {servers.http_rtt_port}"
+            + (f"; nginx https {servers.https_port}, proxy {servers.https_rtt_port}" if "webdav-h2" in kinds else "")
             + (f"; sftp-only sshd {servers.sftp_only_port}, proxy {servers.sftp_only_rtt_port}" if "sftp-only" in kinds else ""))
         if args.serve:
             log(f"ssh: {ctx.ssh_command('sftp')} root@127.0.0.1; rclone --config {ctx.rclone_conf}; "
