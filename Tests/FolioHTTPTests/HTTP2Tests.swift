@@ -1,4 +1,4 @@
-@testable import FolioCore
+import FolioCore
 import FolioHTTP
 import FolioTestSupport
 import Foundation
@@ -99,28 +99,15 @@ final class HTTP2Tests: XCTestCase {
     /// contents of the files the batch completed, by path.
     private func fetchInOneBatch(_ entries: [Entry], from source: HTTPSource) async throws -> [String: [UInt8]] {
         let scratch = TemporaryDirectory("h2-batch")
-        return try await withCheckedThrowingContinuation { continuation in
+        let fetched = try await withCheckedThrowingContinuation { continuation in
             DispatchQueue(label: "test.worker").async {
                 continuation.resume(with: Result {
                     let connection = try source.makeConnection()
                     defer { connection.close() }
-                    let batch = DownloadBatch(
-                        entries: entries, progress: TransferProgress(),
-                        openPartial: { index in open(scratch.path("\(index)"), O_RDWR | O_CREAT | O_TRUNC, 0o644) },
-                        seal: { index, sink in
-                            close(sink.fileDescriptor)
-                            return .success(Installer.Sealed(download: SyncPlan.Download(entry: entries[index], replacing: nil, hasLocalChanges: false),
-                                                             partialName: "\(index)", inode: 0, mtime: entries[index].mtime, bytes: sink.bytesTransferred))
-                        },
-                        discard: { index in unlink(scratch.path("\(index)")) })
-                    try connection.download(batch: batch)
-                    var fetched: [String: [UInt8]] = [:]
-                    for (index, entry) in entries.enumerated() {
-                        if case .success? = batch.takeComplete(index) { fetched[entry.path.description] = FixtureTree.read(scratch.path("\(index)")) }
-                    }
-                    return fetched
+                    return try BatchFetch.fetch(entries, with: connection, into: scratch)
                 })
             }
         }
+        return fetched.compactMapValues { $0 }
     }
 }

@@ -84,42 +84,10 @@ class SFTPTestCase: XCTestCase {
                 continuation.resume(with: Result {
                     let connection = try source.makeConnection()
                     defer { connection.close() }
-                    return try batches.map { entries in try Self.fetch(entries, with: connection, into: scratch) }
+                    return try batches.map { entries in try BatchFetch.fetch(entries, with: connection, into: scratch) }
                 })
             }
         }
-    }
-
-    private static func fetch(_ entries: [Entry], with connection: any SourceConnection, into scratch: TemporaryDirectory) throws -> [String: [UInt8]?] {
-        let batch = DownloadBatch(
-            entries: entries, progress: TransferProgress(),
-            openPartial: { index in open(scratch.path("\(index)"), O_RDWR | O_CREAT | O_TRUNC, 0o644) },
-            seal: { index, sink in
-                close(sink.fileDescriptor)
-                return .success(Installer.Sealed(download: SyncPlan.Download(entry: entries[index], replacing: nil, hasLocalChanges: false),
-                                                 partialName: "\(index)", inode: 0, mtime: entries[index].mtime, bytes: sink.bytesTransferred))
-            },
-            discard: { index in unlink(scratch.path("\(index)")) })
-        let descriptors = openDescriptors()
-        try connection.download(batch: batch)
-        // Each file's partial is sealed and closed as its last byte arrives (or as it fails), so a batch of a
-        // thousand files never holds a thousand descriptors.
-        XCTAssertEqual(openDescriptors(), descriptors, "every partial file is closed once its bytes are in")
-        var result: [String: [UInt8]?] = [:]
-        for (index, entry) in entries.enumerated() {
-            if case .success(let sealed)? = batch.takeComplete(index) {
-                XCTAssertEqual(sealed.bytes, entry.size, entry.path.description)
-                result[entry.path.description] = FixtureTree.read(scratch.path("\(index)"))
-            } else {
-                result[entry.path.description] = .some(nil)
-            }
-        }
-        batch.discardRest()
-        return result
-    }
-
-    static func openDescriptors() -> Int {
-        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
     }
 
     func files(_ snapshot: Snapshot) -> [Entry] { snapshot.entries.filter { $0.kind == .file } }
