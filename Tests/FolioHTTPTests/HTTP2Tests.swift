@@ -26,6 +26,33 @@ final class HTTP2Tests: XCTestCase {
         XCTAssertTrue(requests.allSatisfy { $0.contains(" protocol=HTTP/2.0 ") }, "not all over HTTP/2: \(requests.prefix(3))")
     }
 
+    /// Apache's HTTP/2 (mod_http2 in front of mod_dav), which many shared hosts run: the conformance suite, and a
+    /// batch of small files fetched whole, every request over HTTP/2.
+    func testApacheOverHTTP2() async throws {
+        let server = try ApacheServer(tls: true)
+        var settings = SourceSettings()
+        settings.caFile = server.certificatePath
+        let makeSource = { (url: String) in try HTTPSource(location: SourceLocation(parsing: url), settings: settings, timeout: 10, transfers: 2) }
+        try await SourceConformance.run(servedRoot: server.servedRoot, options: .init(precision: .second, folderTimes: true)) {
+            try makeSource(server.url("dav", localPath: $0))
+        }
+        var expected: [String: [UInt8]] = [:]
+        for index in 0..<150 {
+            let name = "file \(index).bin"
+            expected[name] = FixtureTree.bytes(count: 300 + index * 41, seed: UInt64(index))
+            FixtureTree.write(server.servedRoot, "apacheh2/" + name, expected[name]!)
+        }
+        let source = try makeSource(server.url("dav", "apacheh2/"))
+        let entries = try await source.snapshot(options: ListingOptions()).entries.filter { $0.kind == .file }
+        let fetched = try await fetchInOneBatch(entries, from: source)
+        XCTAssertEqual(fetched.count, expected.count, "files the batch left undone")
+        for (name, content) in expected { XCTAssertEqual(fetched[name], content, name) }
+        let requests = server.requests(containing: "/dav/")
+        XCTAssertFalse(requests.isEmpty)
+        XCTAssertTrue(requests.allSatisfy { $0.contains(" HTTP/2.0 ") }, "not all over HTTP/2: \(requests.filter { !$0.contains(" HTTP/2.0 ") }.prefix(3))")
+        XCTAssertEqual(server.requests(containing: "GET /dav/apacheh2/").count, expected.count)
+    }
+
     /// Over HTTP/2, libcurl 7.88 marks a request with a body (a PROPFIND) as answered when it has sent it, so
     /// its own timings gave a turn of about 0.1 ms and a server 20 ms away looked near (4 download workers
     /// sharing 16 requests, not one batch of 16). Through a proxy adding 10 ms each way, the turn is one round trip.

@@ -5,12 +5,17 @@ import Glibc
 /// one folder as WebDAV (`/dav/`, mod_dav_fs; `/davinf/` also answers `Depth: infinity`), as an autoindex (`/index/`) and as Digest-protected WebDAV
 /// (`/digest/`, user `folio`, realm `folio`), and as WebDAV whose root is public and whose `locked` folder needs
 /// that Digest login (`/mixed/`). Workers run as www-data (Apache refuses root), so the served folder is
-/// world-readable. `authLog` has each request's `Authorization` header.
+/// world-readable. `authLog` has each request's `Authorization` header. Optionally over TLS with a self-signed
+/// certificate (`certificatePath` is the CA to trust), offering HTTP/2 (mod_http2), as Apache hosts with h2 do.
 public final class ApacheServer: @unchecked Sendable {
     // Why @unchecked Sendable: a test drives one server from one method; start()/stop() run in sequence.
     public let folder: TemporaryDirectory
     public let servedRoot: String
     public let port: Int
+    /// Whether it listens over TLS, offering HTTP/2 and HTTP/1.1.
+    public let tls: Bool
+    /// The self-signed certificate (PEM) when `tls`.
+    public private(set) var certificatePath: String?
     public var errorLog: String { folder.path("error.log") }
     public var accessLog: String { folder.path("access.log") }
     /// One line per request: method, path, status and the `Authorization` header (`-` when none).
@@ -19,7 +24,7 @@ public final class ApacheServer: @unchecked Sendable {
     public let password = "d1gest-Pa55"
     private var pid: Int32?
 
-    public init() throws {
+    public init(tls: Bool = false) throws {
         folder = TemporaryDirectory("apache")
         servedRoot = folder.path("root")
         FixtureTree.makeFolder(folder.path, "root")
@@ -27,15 +32,20 @@ public final class ApacheServer: @unchecked Sendable {
         chmod(folder.path, 0o755)
         chmod(folder.path("lock"), 0o777)  // the DAV lock database is written by the www-data workers
         port = try LoopbackServer.freePort()
+        self.tls = tls
+        if tls {
+            certificatePath = try LoopbackServer.makeCertificate(in: folder.path).certificate
+            chmod(folder.path("key.pem"), 0o644)  // read by the www-data workers too
+        }
         let hash = try LoopbackServer.run("python3", ["-c", "import hashlib; print(hashlib.md5(b'folio:folio:\(password)').hexdigest())"])
         try "folio:folio:\(hash.trimmingCharacters(in: .whitespacesAndNewlines))\n".write(toFile: folder.path("htdigest"), atomically: false, encoding: .utf8)
         try writeConfig()
         try start()
     }
 
-    /// `http://127.0.0.1:port/<location>/<path below the served root>`, percent-encoded.
+    /// `http(s)://127.0.0.1:port/<location>/<path below the served root>`, percent-encoded.
     public func url(_ location: String, _ relative: String = "") -> String {
-        "http://127.0.0.1:\(port)/\(location)/" + LoopbackServer.encodePath(relative)
+        "\(tls ? "https" : "http")://127.0.0.1:\(port)/\(location)/" + LoopbackServer.encodePath(relative)
     }
 
     /// The URL of a local path inside `servedRoot`.
@@ -66,7 +76,8 @@ public final class ApacheServer: @unchecked Sendable {
 
     private func writeConfig() throws {
         let modules = "/usr/lib/apache2/modules"
-        let loads = ["mpm_event", "authz_core", "authz_user", "authn_core", "authn_file", "auth_digest", "alias", "autoindex", "dav", "dav_fs", "mime"]
+        let loads = (["mpm_event", "authz_core", "authz_user", "authn_core", "authn_file", "auth_digest", "alias", "autoindex", "dav", "dav_fs", "mime"]
+                     + (tls ? ["socache_shmcb", "ssl", "http2"] : []))
             .map { "LoadModule \($0)_module \(modules)/mod_\($0).so" }.joined(separator: "\n")
         let digestAuth = """
               AuthType Digest
@@ -79,9 +90,10 @@ public final class ApacheServer: @unchecked Sendable {
             ServerRoot "\(folder.path)"
             ServerName 127.0.0.1
             Listen 127.0.0.1:\(port)
+            \(tls ? "SSLEngine on\nSSLCertificateFile \(folder.path("cert.pem"))\nSSLCertificateKeyFile \(folder.path("key.pem"))\nProtocols h2 http/1.1" : "")
             PidFile \(folder.path("httpd.pid"))
             ErrorLog \(errorLog)
-            LogFormat "%m %U %>s %B depth=%{Depth}i" folio
+            LogFormat "%m %U %>s %B %H depth=%{Depth}i" folio
             CustomLog \(accessLog) folio
             LogFormat "%m %U %>s %{Authorization}i" auth
             CustomLog \(authLog) auth
