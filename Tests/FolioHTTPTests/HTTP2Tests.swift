@@ -8,18 +8,24 @@ import XCTest
 /// A WebDAV server that speaks HTTP/2, as most HTTPS hosts do (nginx with `http2`, Apache with mod_http2, the
 /// hosts behind Nextcloud): the same source, over streams of one connection instead of connections of their own.
 final class HTTP2Tests: XCTestCase {
+    /// A source for `url` that trusts `caFile` (the test server's self-signed certificate).
+    private func source(_ url: String, trusting caFile: String?) throws -> HTTPSource {
+        var settings = SourceSettings()
+        settings.caFile = caFile
+        return try HTTPSource(location: SourceLocation(parsing: url), settings: settings, timeout: 10, transfers: 2)
+    }
+
+    /// A source for `relative` under the nginx server's `/dav/`, reached through `proxy` when one is given.
     private func source(_ server: NginxServer, _ relative: String, through proxy: DelayProxy? = nil) throws -> HTTPSource {
         var url = server.url("dav", relative)
         if let proxy { url = url.replacingOccurrences(of: ":\(server.port)/", with: ":\(proxy.port)/") }
-        var settings = SourceSettings()
-        settings.caFile = server.certificatePath
-        return try HTTPSource(location: SourceLocation(parsing: url), settings: settings, timeout: 10, transfers: 2)
+        return try source(url, trusting: server.certificatePath)
     }
 
     func testTheConformanceSuiteOverHTTP2() async throws {
         let server = try NginxServer(tls: true, http2: true)
         try await SourceConformance.run(servedRoot: server.servedRoot, options: .init(precision: .second, folderTimes: true)) {
-            try self.source(server, String($0.dropFirst(server.servedRoot.count).drop(while: { $0 == "/" })))
+            try self.source(server.url("dav", localPath: $0), trusting: server.certificatePath)
         }
         let requests = server.requests(containing: "/dav/")
         XCTAssertFalse(requests.isEmpty)
@@ -30,11 +36,8 @@ final class HTTP2Tests: XCTestCase {
     /// batch of small files fetched whole, every request over HTTP/2.
     func testApacheOverHTTP2() async throws {
         let server = try ApacheServer(tls: true)
-        var settings = SourceSettings()
-        settings.caFile = server.certificatePath
-        let makeSource = { (url: String) in try HTTPSource(location: SourceLocation(parsing: url), settings: settings, timeout: 10, transfers: 2) }
         try await SourceConformance.run(servedRoot: server.servedRoot, options: .init(precision: .second, folderTimes: true)) {
-            try makeSource(server.url("dav", localPath: $0))
+            try self.source(server.url("dav", localPath: $0), trusting: server.certificatePath)
         }
         var expected: [String: [UInt8]] = [:]
         for index in 0..<150 {
@@ -42,7 +45,7 @@ final class HTTP2Tests: XCTestCase {
             expected[name] = FixtureTree.bytes(count: 300 + index * 41, seed: UInt64(index))
             FixtureTree.write(server.servedRoot, "apacheh2/" + name, expected[name]!)
         }
-        let source = try makeSource(server.url("dav", "apacheh2/"))
+        let source = try self.source(server.url("dav", "apacheh2/"), trusting: server.certificatePath)
         let entries = try await source.snapshot(options: ListingOptions()).entries.filter { $0.kind == .file }
         let fetched = try await fetchInOneBatch(entries, from: source)
         XCTAssertEqual(fetched.count, expected.count, "files the batch left undone")
